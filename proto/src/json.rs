@@ -1,0 +1,118 @@
+//! The canonical proto3 JSON mapping, one frame per line.
+//!
+//! Two things on top of the serde impls pbjson generates:
+//!
+//! * U+2028 and U+2029 are written as `\u2028` / `\u2029`. JSON allows them raw, but JavaScript's
+//!   readline (and other splitters) treat them as line ends and would cut a frame in two.
+//! * [`LineRef`] serializes an `RpcLine` from borrowed parts, byte for byte as the owned
+//!   `RpcLine` would, so a sink can write a ui event without cloning its payload.
+
+use std::io;
+
+use serde::{Serialize, Serializer, ser::SerializeStruct};
+use serde_json::ser::Formatter;
+
+use crate::rpc::{self, BackendEventFrame, DoneFrame, ErrorFrame, HelloFrame, SnapshotFrame, UiEventFrame};
+
+/// A compact JSON formatter that escapes the two Unicode line separators.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LineSafeFormatter;
+
+impl Formatter for LineSafeFormatter {
+    fn write_string_fragment<W: ?Sized + io::Write>(&mut self, writer: &mut W, fragment: &str) -> io::Result<()> {
+        // U+2028 / U+2029 are E2 80 A8 / E2 80 A9 in UTF-8; 0xE2 is rare in most text.
+        let bytes = fragment.as_bytes();
+        let mut start = 0;
+        let mut i = 0;
+        while let Some(pos) = bytes[i..].iter().position(|&b| b == 0xE2) {
+            let at = i + pos;
+            if bytes.len() >= at + 3 && bytes[at + 1] == 0x80 && (bytes[at + 2] == 0xA8 || bytes[at + 2] == 0xA9) {
+                writer.write_all(&bytes[start..at])?;
+                writer.write_all(if bytes[at + 2] == 0xA8 { b"\\u2028" } else { b"\\u2029" })?;
+                start = at + 3;
+            }
+            i = at + 1;
+        }
+        writer.write_all(&bytes[start..])
+    }
+}
+
+/// Appends `value` as one line of canonical JSON (terminated by `\n`) to `out`.
+pub fn write_line<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> serde_json::Result<()> {
+    let mut serializer = serde_json::Serializer::with_formatter(&mut *out, LineSafeFormatter);
+    value.serialize(&mut serializer)?;
+    out.push(b'\n');
+    Ok(())
+}
+
+/// `value` as one line of canonical JSON, without the trailing newline.
+pub fn to_string<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    let mut out = Vec::with_capacity(256);
+    write_line(&mut out, value)?;
+    out.pop();
+    // Only valid UTF-8 is ever written by serde_json.
+    Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
+}
+
+/// One frame of an [`rpc::RpcLine`], borrowed.
+#[derive(Clone, Copy, Debug)]
+pub enum FrameRef<'a> {
+    Hello(&'a HelloFrame),
+    Snapshot(&'a SnapshotFrame),
+    UiEvent(&'a UiEventFrame),
+    BackendEvent(&'a BackendEventFrame),
+    Error(&'a ErrorFrame),
+    Done(&'a DoneFrame),
+}
+
+/// An [`rpc::RpcLine`] made of borrowed parts; serializes exactly as the owned message.
+#[derive(Clone, Copy, Debug)]
+pub struct LineRef<'a> {
+    pub session_id: &'a str,
+    pub request_id: &'a str,
+    pub frame: FrameRef<'a>,
+}
+
+impl Serialize for LineRef<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let len = 2 + usize::from(!self.session_id.is_empty()) + usize::from(!self.request_id.is_empty());
+        let mut line = serializer.serialize_struct("reel.rpc.v1.RpcLine", len)?;
+        line.serialize_field("version", &rpc::PROTOCOL_VERSION)?;
+        if !self.session_id.is_empty() {
+            line.serialize_field("sessionId", self.session_id)?;
+        }
+        if !self.request_id.is_empty() {
+            line.serialize_field("requestId", self.request_id)?;
+        }
+        match self.frame {
+            FrameRef::Hello(f) => line.serialize_field("hello", f)?,
+            FrameRef::Snapshot(f) => line.serialize_field("snapshot", f)?,
+            FrameRef::UiEvent(f) => line.serialize_field("uiEvent", f)?,
+            FrameRef::BackendEvent(f) => line.serialize_field("backendEvent", f)?,
+            FrameRef::Error(f) => line.serialize_field("error", f)?,
+            FrameRef::Done(f) => line.serialize_field("done", f)?,
+        }
+        line.end()
+    }
+}
+
+impl<'a> LineRef<'a> {
+    /// The owned `RpcLine` this borrows from (for tests and rare paths).
+    pub fn to_owned_line(&self) -> rpc::RpcLine {
+        use rpc::rpc_line::Frame;
+        let frame = match self.frame {
+            FrameRef::Hello(f) => Frame::Hello(f.clone()),
+            FrameRef::Snapshot(f) => Frame::Snapshot(f.clone()),
+            FrameRef::UiEvent(f) => Frame::UiEvent(f.clone()),
+            FrameRef::BackendEvent(f) => Frame::BackendEvent(f.clone()),
+            FrameRef::Error(f) => Frame::Error(f.clone()),
+            FrameRef::Done(f) => Frame::Done(f.clone()),
+        };
+        rpc::RpcLine {
+            version: rpc::PROTOCOL_VERSION,
+            session_id: self.session_id.to_owned(),
+            request_id: self.request_id.to_owned(),
+            frame: Some(frame),
+        }
+    }
+}
