@@ -1,1 +1,39 @@
-fn main() {}
+//! The `reel` binary. stdout carries the command's output (protocol frames in jsonl / rpc mode);
+//! every log line goes to stderr.
+
+mod bench;
+mod cli;
+mod command_file;
+mod run_command;
+mod signals;
+mod template;
+
+use std::{io::IsTerminal, process::ExitCode};
+
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(EnvFilter::try_from_env("REEL_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
+        .with_target(false)
+        .without_time()
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+
+    let parsed = cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!("cannot start the async runtime: {error}");
+            return ExitCode::from(run_command::exit::FAILED);
+        }
+    };
+    let status = runtime.block_on(async {
+        match parsed {
+            cli::Parsed::RunCommand(invocation) => run_command::run(*invocation).await,
+            cli::Parsed::Bench(args) => bench::run(args).await,
+        }
+    });
+    ExitCode::from(status)
+}

@@ -1,1 +1,36 @@
-//! placeholder
+//! reel's engine: the event log, its pure projections, the session that writes the log, the
+//! model provider trait with the scripted provider, and the sink trait.
+//!
+//! The engine knows no database, file format or terminal. Outer crates implement [`Sink`] and
+//! [`Provider`]; the [`Session`] ties them together:
+//!
+//! ```text
+//! Provider --events--> Session::append --> EventLog (ordinal 1, 2, 3, ...)
+//!                                      --> TimelineProjection --> ui events, snapshots
+//!                                      --> ModelContextProjection --> next ModelRequest
+//!                                      --> Fanout --> every Sink, in order, with back-pressure
+//! ```
+
+pub mod context;
+pub mod fanout;
+pub mod id;
+pub mod log;
+pub mod output;
+pub mod provider;
+pub mod run;
+pub mod scripted;
+pub mod session;
+pub mod sink;
+pub mod timeline;
+
+pub use context::{ContextMessage, ContextRole, ContextToolCall, ModelContextProjection};
+pub use fanout::{Fanout, SinkFailure};
+pub use id::new_id;
+pub use log::{EventLog, LogEntry};
+pub use output::{CommittedEvent, Output, OutputKind};
+pub use provider::{ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream};
+pub use run::{RunOutcome, RunRequest};
+pub use scripted::{Script, ScriptError, ScriptedProvider, Step};
+pub use session::{Session, done_status};
+pub use sink::{Sink, SinkError};
+pub use timeline::TimelineProjection;

@@ -1,1 +1,16 @@
-//! placeholder
+//! Sinks: independent outputs that follow a reel session.
+//!
+//! * [`JsonlFrameSink`]: protocol frames as JSON lines, on stdout ([`StdoutJsonlSink`]) or in
+//!   the debug file ([`DebugFileSink`]);
+//! * [`TextSink`]: the assistant's reply as plain text;
+//! * [`ResultDocumentSink`]: one JSON or YAML document at the end of the run.
+//!
+//! Database sinks come with the persistence issue (they build on `reel-storage`).
+
+mod document;
+mod jsonl;
+mod text;
+
+pub use document::{DocumentFormat, DocumentMessage, DocumentUsage, ResultDocument, ResultDocumentSink};
+pub use jsonl::{DebugFileSink, JsonlFrameSink, StdoutJsonlSink};
+pub use text::TextSink;

@@ -1,0 +1,194 @@
+//! Command-line parsing.
+//!
+//! `run-command` turns each variable of the command file into a flag (`--topic autumn`), so the
+//! arguments are parsed twice: once leniently to find the command file, then strictly with the
+//! file's variables added as flags.
+
+use std::{collections::BTreeMap, ffi::OsString, path::PathBuf};
+
+use clap::{Arg, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+use crate::command_file::{CommandFile, CommandFileError};
+
+#[derive(Parser, Debug)]
+#[command(name = "reel", version, about = "An event-sourced session engine for LLM chat and agent runs")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a command file: send its prompt to a model and stream the reply.
+    RunCommand(RunCommandArgs),
+    /// Stream a long scripted reply through the whole path and print throughput and memory.
+    Bench(crate::bench::BenchArgs),
+}
+
+/// How `run-command` writes its result on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputMode {
+    /// The assistant's reply as plain text, streamed.
+    Text,
+    /// One JSON result document at the end.
+    Json,
+    /// One YAML result document at the end.
+    Yaml,
+    /// Protocol frames: one protobuf-JSON RpcLine per line.
+    Jsonl,
+}
+
+/// Model backends this build has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProviderName {
+    /// Plays a script, or echoes the prompt; no network.
+    Scripted,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunCommandArgs {
+    /// The command file (YAML). Its variables become flags: --NAME VALUE.
+    pub command_file: PathBuf,
+    /// What stdout carries.
+    #[arg(long, value_enum, default_value_t = OutputMode::Text)]
+    pub output: OutputMode,
+    /// Write protocol frames on stdout (the same as --output jsonl).
+    #[arg(long)]
+    pub rpc: bool,
+    /// Also write the protocol frames to this file (created with its folders, truncated).
+    #[arg(long, value_name = "PATH")]
+    pub debug_events_jsonl: Option<PathBuf>,
+    /// The model backend (default: the command file's, else scripted).
+    #[arg(long, value_enum)]
+    pub provider: Option<ProviderName>,
+    /// A script for the scripted provider (default: the command file's; else echo the prompt).
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// The model name to ask for (default: the command file's).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Add backendEvent frames: the log's own events, for debugging.
+    #[arg(long)]
+    pub include_backend_events: bool,
+}
+
+impl RunCommandArgs {
+    /// Whether stdout carries protocol frames.
+    pub fn frames_on_stdout(&self) -> bool {
+        self.rpc || self.output == OutputMode::Jsonl
+    }
+}
+
+/// A parsed `run-command` invocation.
+pub struct Invocation {
+    pub args: RunCommandArgs,
+    /// The command file, or why it could not be loaded (reported in the requested output mode).
+    pub command: Result<CommandFile, CommandFileError>,
+    /// Variable values from flags and defaults.
+    pub variables: BTreeMap<String, String>,
+}
+
+pub enum Parsed {
+    RunCommand(Box<Invocation>),
+    Bench(crate::bench::BenchArgs),
+}
+
+/// Parses the process arguments; prints usage and exits on a usage error.
+pub fn parse() -> Parsed {
+    parse_from(std::env::args_os().collect())
+}
+
+fn variable_id(name: &str) -> String {
+    format!("var:{name}")
+}
+
+fn parse_from(args: Vec<OsString>) -> Parsed {
+    // First pass: find the command file while its variable flags are still unknown to clap.
+    let probe = Cli::command().ignore_errors(true).try_get_matches_from(&args).ok();
+    let probe_run = probe.as_ref().and_then(|m| m.subcommand_matches("run-command"));
+    let command_path = probe_run.and_then(|m| m.get_one::<PathBuf>("command_file").cloned());
+    let loaded = command_path.map(|path| CommandFile::load(&path));
+
+    if let (Some(Err(_)), Some(probe_run)) = (&loaded, probe_run) {
+        // The file's variables are unknown, so its flags cannot be checked: report the load
+        // error itself, in the output mode the user asked for.
+        if let Ok(run_args) = RunCommandArgs::from_arg_matches(probe_run) {
+            let command = loaded.expect("checked above");
+            return Parsed::RunCommand(Box::new(Invocation { args: run_args, command, variables: BTreeMap::new() }));
+        }
+    }
+
+    let mut command = Cli::command();
+    if let Some(Ok(file)) = &loaded {
+        command = command.mut_subcommand("run-command", |sub| with_variable_flags(sub, file));
+    }
+    let matches = command.get_matches_from(&args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    match cli.command {
+        Command::Bench(bench) => Parsed::Bench(bench),
+        Command::RunCommand(run_args) => {
+            let sub = matches.subcommand_matches("run-command").expect("run-command matched");
+            let variables = match &loaded {
+                Some(Ok(file)) => file
+                    .variables
+                    .iter()
+                    .filter_map(|v| Some((v.name.clone(), sub.get_one::<String>(&variable_id(&v.name))?.clone())))
+                    .collect(),
+                _ => BTreeMap::new(),
+            };
+            let command = loaded.expect("clap requires the command file");
+            Parsed::RunCommand(Box::new(Invocation { args: run_args, command, variables }))
+        }
+    }
+}
+
+/// `run-command` with one `--NAME VALUE` flag per variable of `file`.
+fn with_variable_flags(mut sub: clap::Command, file: &CommandFile) -> clap::Command {
+    sub = sub.about(format!("{}: {}", file.name, file.description));
+    for variable in &file.variables {
+        let mut arg = Arg::new(variable_id(&variable.name))
+            .long(variable.name.clone())
+            .value_name("VALUE")
+            .help(variable.description.clone())
+            .help_heading("Command variables");
+        arg = match &variable.default {
+            Some(default) => arg.default_value(default.clone()),
+            None => arg.required(true),
+        };
+        sub = sub.arg(arg);
+    }
+    sub
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_command(dir: &std::path::Path) -> PathBuf {
+        let path = dir.join("cmd.yaml");
+        std::fs::write(
+            &path,
+            "name: t\ndescription: d\nprompt: 'About {{ topic }} in {{ style }}'\nvariables:\n  - name: topic\n    default: the sea\n  - name: style\n    default: prose\n",
+        )
+        .unwrap();
+        path
+    }
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn variables_become_flags_with_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_command(dir.path());
+        let p = path.to_str().unwrap();
+        let Parsed::RunCommand(inv) = parse_from(args(&["reel", "run-command", p, "--topic", "autumn", "--output", "jsonl"]))
+        else {
+            panic!("expected run-command")
+        };
+        assert_eq!(inv.variables["topic"], "autumn");
+        assert_eq!(inv.variables["style"], "prose");
+        assert!(inv.args.frames_on_stdout());
+    }
+}

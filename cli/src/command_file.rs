@@ -1,0 +1,143 @@
+//! Command files: a named, described prompt with variables and default provider settings.
+//!
+//! ```yaml
+//! name: haiku
+//! description: Writes a haiku about a topic.
+//! system_prompt: You are a poet.          # optional
+//! prompt: "Write a haiku about {{ topic }}."
+//! variables:                               # each becomes a flag: --topic
+//!   - name: topic
+//!     description: What the haiku is about.
+//!     default: the sea                     # without a default the flag is required
+//! provider:                                # defaults; flags override them
+//!   name: scripted
+//!   script: haiku.script.yaml              # relative to this file
+//!   model: ""
+//!   temperature: 0.7
+//!   max_tokens: 256
+//! ```
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+use serde::Deserialize;
+
+use crate::template;
+
+/// Flags of `run-command` that a variable may not shadow.
+pub const RESERVED_FLAGS: &[&str] = &[
+    "output",
+    "rpc",
+    "debug-events-jsonl",
+    "provider",
+    "script",
+    "model",
+    "include-backend-events",
+    "help",
+    "version",
+];
+
+/// A loaded command file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandFile {
+    pub name: String,
+    pub description: String,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    pub prompt: String,
+    #[serde(default)]
+    pub variables: Vec<Variable>,
+    #[serde(default)]
+    pub provider: ProviderDefaults,
+    /// The folder the file was loaded from; relative paths in it are resolved against it.
+    #[serde(skip)]
+    pub folder: PathBuf,
+}
+
+/// A prompt variable, set with `--NAME VALUE`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variable {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub default: Option<String>,
+}
+
+/// Provider settings a command starts from.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderDefaults {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub script: Option<PathBuf>,
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+}
+
+/// Why a command file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandFileError {
+    #[error("cannot read command file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("invalid command file {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl CommandFile {
+    pub fn load(path: &Path) -> Result<Self, CommandFileError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| CommandFileError::Read { path: shown.clone(), source })?;
+        let invalid = |message: String| CommandFileError::Invalid { path: shown.clone(), message };
+        let mut file: CommandFile = serde_saphyr::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        file.folder = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        file.check().map_err(invalid)?;
+        Ok(file)
+    }
+
+    /// Catches mistakes at load time: bad or clashing variable names, unknown placeholders.
+    fn check(&self) -> Result<(), String> {
+        let mut seen = Vec::new();
+        for variable in &self.variables {
+            let name = variable.name.as_str();
+            let well_formed = !name.is_empty()
+                && name.starts_with(|c: char| c.is_ascii_lowercase())
+                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+            if !well_formed {
+                return Err(format!("variable name {name:?} must be lowercase letters, digits, '-' or '_'"));
+            }
+            if RESERVED_FLAGS.contains(&name) {
+                return Err(format!("variable {name:?} clashes with reel's own flag --{name}"));
+            }
+            if seen.contains(&name) {
+                return Err(format!("variable {name:?} is declared twice"));
+            }
+            seen.push(name);
+        }
+        for placeholder in template::placeholders(&self.prompt).map_err(|e| format!("prompt: {e}"))? {
+            if !seen.contains(&placeholder) {
+                return Err(format!("prompt: the placeholder {{{{ {placeholder} }}}} names no declared variable"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The prompt with `values` filled in (every declared variable must have a value).
+    pub fn render_prompt(&self, values: &BTreeMap<String, String>) -> Result<String, template::TemplateError> {
+        template::render(&self.prompt, values)
+    }
+
+    /// `path` resolved against the command file's folder.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() { path.to_path_buf() } else { self.folder.join(path) }
+    }
+}

@@ -1,0 +1,127 @@
+//! The model context projection: the conversation the next model call sees.
+//!
+//! Like the timeline, it is a pure fold over the log, so a resumed or replayed session gives the
+//! model exactly what the live session would have. Reasoning is shown to users but not sent back
+//! to models; text that streamed before a run was stopped or failed stays in the conversation,
+//! because the user saw it.
+
+use std::collections::HashMap;
+
+use reel_proto::Any;
+
+use crate::log::LogEntry;
+
+/// Who said a [`ContextMessage`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContextRole {
+    User,
+    Assistant,
+    Tool,
+}
+
+/// A tool call the model made, as the next model call must see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as JSON text.
+    pub arguments: String,
+}
+
+/// One message of the conversation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextMessage {
+    pub role: ContextRole,
+    pub text: String,
+    /// For assistant messages: the tool calls the model made.
+    pub tool_calls: Vec<ContextToolCall>,
+    /// For tool messages: the call this is the result of.
+    pub tool_call_id: String,
+}
+
+impl ContextMessage {
+    fn new(role: ContextRole, text: String) -> Self {
+        Self { role, text, tool_calls: Vec::new(), tool_call_id: String::new() }
+    }
+}
+
+/// Folds the log into the conversation.
+#[derive(Clone, Debug, Default)]
+pub struct ModelContextProjection {
+    messages: Vec<ContextMessage>,
+    /// Text segment message id -> index of its assistant message.
+    segments: HashMap<String, usize>,
+    /// The assistant message of the model call in progress, if it has one yet.
+    current_assistant: Option<usize>,
+}
+
+impl ModelContextProjection {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Folds `entries` into a fresh projection.
+    pub fn replay<'a>(entries: impl IntoIterator<Item = &'a LogEntry>) -> Self {
+        let mut projection = Self::new();
+        for entry in entries {
+            projection.apply(entry);
+        }
+        projection
+    }
+
+    /// The conversation so far, oldest first.
+    pub fn messages(&self) -> &[ContextMessage] {
+        &self.messages
+    }
+
+    pub fn apply(&mut self, entry: &LogEntry) {
+        match &entry.event {
+            Any::ChatUserMessageAccepted(m) => {
+                self.messages.push(ContextMessage::new(ContextRole::User, m.text.clone()));
+                self.current_assistant = None;
+            }
+            Any::ChatProviderCallStarted(_) => self.current_assistant = None,
+            Any::ChatTextSegmentStarted(s) => {
+                let at = self.assistant_message();
+                self.segments.insert(s.message_id.clone(), at);
+            }
+            Any::ChatTextDelta(d) => {
+                let at = match self.segments.get(&d.message_id) {
+                    Some(&at) => at,
+                    None => {
+                        let at = self.assistant_message();
+                        self.segments.insert(d.message_id.clone(), at);
+                        at
+                    }
+                };
+                self.messages[at].text.push_str(&d.text);
+            }
+            Any::ChatToolCallRequested(t) => {
+                let at = self.assistant_message();
+                self.messages[at].tool_calls.push(ContextToolCall {
+                    id: t.tool_call_id.clone(),
+                    name: t.tool_name.clone(),
+                    arguments: t.input.clone(),
+                });
+            }
+            Any::ChatToolResultReady(r) => {
+                let mut message = ContextMessage::new(ContextRole::Tool, r.result.clone());
+                message.tool_call_id.clone_from(&r.tool_call_id);
+                self.messages.push(message);
+                self.current_assistant = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// The assistant message of the current model call, created on first use.
+    fn assistant_message(&mut self) -> usize {
+        if let Some(at) = self.current_assistant {
+            return at;
+        }
+        self.messages.push(ContextMessage::new(ContextRole::Assistant, String::new()));
+        let at = self.messages.len() - 1;
+        self.current_assistant = Some(at);
+        at
+    }
+}

@@ -1,0 +1,127 @@
+//! Fan-out: hands every output to every attached sink, in order, with back-pressure.
+//!
+//! Each sink runs as its own task behind a bounded channel. When a sink fails, its channel
+//! closes; the fan-out detaches it, logs the error on stderr and tells the remaining sinks with
+//! a non-terminal `sink_failed` error frame. The log and the other sinks are never affected.
+
+use std::sync::Arc;
+
+use reel_proto::rpc::ErrorFrame;
+use tokio::{sync::mpsc, task::JoinHandle};
+
+use crate::{
+    output::{Output, OutputKind},
+    sink::{Sink, SinkError},
+};
+
+/// How many outputs may wait for a sink before the session waits for it.
+const SINK_QUEUE: usize = 1024;
+
+struct AttachedSink {
+    name: String,
+    tx: mpsc::Sender<Output>,
+    task: JoinHandle<Result<(), SinkError>>,
+}
+
+/// A sink that failed and was detached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SinkFailure {
+    pub sink: String,
+    pub message: String,
+}
+
+/// The set of sinks a session writes to.
+#[derive(Default)]
+pub struct Fanout {
+    sinks: Vec<AttachedSink>,
+    failures: Vec<SinkFailure>,
+}
+
+impl Fanout {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts `sink` on its own task. Must be called inside a tokio runtime.
+    pub fn attach(&mut self, sink: Box<dyn Sink>) {
+        let (tx, rx) = mpsc::channel(SINK_QUEUE);
+        let name = sink.name();
+        let task = tokio::spawn(sink.run(rx));
+        self.sinks.push(AttachedSink { name, tx, task });
+    }
+
+    /// Sinks still attached.
+    pub fn len(&self) -> usize {
+        self.sinks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sinks.is_empty()
+    }
+
+    /// Sinks detached so far.
+    pub fn failures(&self) -> &[SinkFailure] {
+        &self.failures
+    }
+
+    /// Delivers `output` to every sink, waiting while a sink's queue is full.
+    pub async fn send(&mut self, output: Output) {
+        let mut failed = Vec::new();
+        for (at, sink) in self.sinks.iter().enumerate() {
+            if sink.tx.send(output.clone()).await.is_err() {
+                failed.push(at);
+            }
+        }
+        if failed.is_empty() {
+            return;
+        }
+        let mut notices = Vec::new();
+        for at in failed.into_iter().rev() {
+            let sink = self.sinks.remove(at);
+            notices.push(Self::detach(sink).await);
+        }
+        for failure in notices.into_iter().rev() {
+            let notice = ErrorFrame {
+                code: "sink_failed".into(),
+                message: format!("output {} failed and was detached: {}", failure.sink, failure.message),
+                detail: String::new(),
+                terminal: false,
+            };
+            self.failures.push(failure);
+            let output = Output { kind: OutputKind::Error(Arc::new(notice)), ..output.clone() };
+            // Boxed because a sink may fail while hearing of another sink's failure.
+            Box::pin(self.send(output)).await;
+        }
+    }
+
+    /// Closes every sink's queue and waits until each has written what it received.
+    /// Returns every failure, including those found while closing.
+    pub async fn close(mut self) -> Vec<SinkFailure> {
+        for sink in std::mem::take(&mut self.sinks) {
+            let AttachedSink { name, tx, task } = sink;
+            drop(tx);
+            if let Some(failure) = Self::outcome(name, task).await {
+                self.failures.push(failure);
+            }
+        }
+        self.failures
+    }
+
+    async fn detach(sink: AttachedSink) -> SinkFailure {
+        let AttachedSink { name, tx, task } = sink;
+        drop(tx);
+        Self::outcome(name.clone(), task)
+            .await
+            .unwrap_or(SinkFailure { sink: name, message: "stopped reading".into() })
+    }
+
+    async fn outcome(name: String, task: JoinHandle<Result<(), SinkError>>) -> Option<SinkFailure> {
+        let message = match task.await {
+            Ok(Ok(())) => return None,
+            Ok(Err(error)) => error.to_string(),
+            Err(join) => format!("crashed: {join}"),
+        };
+        tracing::error!(sink = %name, "output failed: {message}");
+        Some(SinkFailure { sink: name, message })
+    }
+}

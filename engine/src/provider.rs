@@ -1,0 +1,66 @@
+//! The `Provider` trait: a model backend that streams a reply.
+//!
+//! A provider turns a [`ModelRequest`] into a stream of [`ProviderEvent`]s. Cancellation is by
+//! drop: the session stops polling and drops the stream, which must abort whatever the provider
+//! was doing (an HTTP request, a sleep) at once.
+
+use futures::stream::BoxStream;
+use reel_proto::chat::UsageInfo;
+
+use crate::context::ContextMessage;
+
+/// Settings a provider call is made with.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelSettings {
+    pub model: String,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+}
+
+/// What a model is asked.
+#[derive(Clone, Debug, Default)]
+pub struct ModelRequest {
+    pub system_prompt: Option<String>,
+    /// The conversation, ending with the newest user message or tool results.
+    pub messages: Vec<ContextMessage>,
+    pub settings: ModelSettings,
+}
+
+/// One step of a streamed reply.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProviderEvent {
+    ReasoningDelta(String),
+    TextDelta(String),
+    /// The model began a tool call; `id` is the provider's call id.
+    ToolCallStarted { id: String, name: String },
+    ToolArgumentsDelta { id: String, delta: String },
+    /// The tool call is complete; `arguments` is its whole JSON input.
+    ToolCallReady { id: String, name: String, arguments: String },
+    /// Token counts so far (the newest report wins).
+    Usage(UsageInfo),
+    /// The reply is complete.
+    Finished { stop_reason: String },
+}
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ProviderError {
+    /// The backend reported an error; the text is its own message.
+    #[error("{0}")]
+    Upstream(String),
+    /// The provider was configured or used wrongly.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A stream of reply events; dropping it cancels the call.
+pub type ProviderStream = BoxStream<'static, Result<ProviderEvent, ProviderError>>;
+
+/// A model backend.
+pub trait Provider: Send + Sync {
+    /// Short name, e.g. `scripted`.
+    fn name(&self) -> &str;
+
+    /// Starts a model call.
+    fn stream(&self, request: ModelRequest) -> ProviderStream;
+}

@@ -1,0 +1,233 @@
+//! The scripted provider: reel's embedded default model. It needs no network and no key.
+//!
+//! Without a script it echoes the newest user message back word by word. With a script it
+//! plays one turn per model call: the first call plays `turns[0]`, the second `turns[1]`, ...
+//!
+//! ```yaml
+//! turns:                                  # one entry per model call
+//!   - - reasoning: "Let me think."        # a reasoning delta
+//!     - text: "Hello "                    # a text delta
+//!     - sleep_ms: 20                      # pause, as a slow model would
+//!     - text: "world."
+//!     - usage: {input_tokens: 12, output_tokens: 4}
+//!   - - tool_call: {id: call_1, name: lookup, arguments: {q: "weather"}}
+//!   - - error: "upstream exploded"        # this model call fails here
+//! ```
+//!
+//! A turn ends with stop reason `tool_calls` when it made a tool call and `stop` otherwise,
+//! unless a `stop_reason` step says otherwise.
+
+use std::{
+    collections::VecDeque,
+    path::Path,
+    sync::atomic::{AtomicUsize, Ordering},
+    time::Duration,
+};
+
+use futures::{StreamExt, stream};
+use reel_proto::chat::UsageInfo;
+use serde::Deserialize;
+
+use crate::{
+    context::ContextRole,
+    provider::{ModelRequest, Provider, ProviderError, ProviderEvent, ProviderStream},
+};
+
+/// Tool call arguments are streamed in pieces of this many characters, as real models do.
+const ARGUMENT_CHUNK_CHARS: usize = 16;
+
+/// A script of model turns.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Script {
+    /// One list of steps per model call.
+    pub turns: Vec<Vec<Step>>,
+}
+
+/// One step of a scripted turn.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Step {
+    Reasoning(String),
+    Text(String),
+    SleepMs(u64),
+    Usage(ScriptUsage),
+    ToolCall(ScriptToolCall),
+    /// The stop reason this turn finishes with.
+    StopReason(String),
+    /// Fails the model call with this message.
+    Error(String),
+}
+
+/// Token counts reported by a `usage` step.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptUsage {
+    #[serde(default)]
+    pub input_tokens: u32,
+    #[serde(default)]
+    pub output_tokens: u32,
+    #[serde(default)]
+    pub cached_tokens: u32,
+}
+
+/// A tool call made by a `tool_call` step.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments: any YAML value, sent as JSON.
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+}
+
+/// Why a script could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    #[error("cannot read script {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("invalid script {path}: {message}")]
+    Parse { path: String, message: String },
+}
+
+impl Script {
+    /// Parses a YAML script; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ScriptError> {
+        serde_saphyr::from_str(text).map_err(|e| ScriptError::Parse { path: origin.to_owned(), message: e.to_string() })
+    }
+
+    /// Reads and parses a YAML script file.
+    pub fn load(path: &Path) -> Result<Self, ScriptError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read { path: origin.clone(), source })?;
+        Self::parse(&text, &origin)
+    }
+}
+
+/// Plays a [`Script`], or echoes the prompt when it has none.
+#[derive(Debug, Default)]
+pub struct ScriptedProvider {
+    script: Option<Script>,
+    /// How many model calls this provider has answered, which picks the next turn.
+    calls: AtomicUsize,
+}
+
+impl ScriptedProvider {
+    /// A provider that echoes the newest user message word by word.
+    pub fn echo() -> Self {
+        Self::default()
+    }
+
+    /// A provider that plays `script`.
+    pub fn new(script: Script) -> Self {
+        Self { script: Some(script), calls: AtomicUsize::new(0) }
+    }
+}
+
+impl Provider for ScriptedProvider {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn stream(&self, request: ModelRequest) -> ProviderStream {
+        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        let steps = match &self.script {
+            None => echo_steps(&request),
+            Some(script) => match script.turns.get(call) {
+                Some(turn) => turn.clone(),
+                None => vec![Step::Error(format!(
+                    "the script has no turn {} (it has {} turns)",
+                    call + 1,
+                    script.turns.len()
+                ))],
+            },
+        };
+        play(steps)
+    }
+}
+
+fn echo_steps(request: &ModelRequest) -> Vec<Step> {
+    let prompt = request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == ContextRole::User)
+        .map(|m| m.text.as_str())
+        .unwrap_or_default();
+    prompt.split_inclusive(char::is_whitespace).map(|word| Step::Text(word.to_owned())).collect()
+}
+
+/// Where a playing turn is.
+struct Playback {
+    steps: VecDeque<Step>,
+    /// Events produced by the current step and not yet yielded.
+    pending: VecDeque<Result<ProviderEvent, ProviderError>>,
+    made_tool_call: bool,
+    stop_reason: Option<String>,
+    done: bool,
+}
+
+fn play(steps: Vec<Step>) -> ProviderStream {
+    let playback = Playback {
+        steps: steps.into(),
+        pending: VecDeque::new(),
+        made_tool_call: false,
+        stop_reason: None,
+        done: false,
+    };
+    stream::unfold(playback, |mut playback| async move {
+        loop {
+            if let Some(event) = playback.pending.pop_front() {
+                return Some((event, playback));
+            }
+            if playback.done {
+                return None;
+            }
+            match playback.steps.pop_front() {
+                Some(Step::SleepMs(ms)) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                Some(step) => playback.expand(step),
+                None => {
+                    let default = if playback.made_tool_call { "tool_calls" } else { "stop" };
+                    let stop_reason = playback.stop_reason.take().unwrap_or_else(|| default.to_owned());
+                    playback.pending.push_back(Ok(ProviderEvent::Finished { stop_reason }));
+                    playback.done = true;
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+impl Playback {
+    fn expand(&mut self, step: Step) {
+        let pending = &mut self.pending;
+        match step {
+            Step::Reasoning(text) => pending.push_back(Ok(ProviderEvent::ReasoningDelta(text))),
+            Step::Text(text) => pending.push_back(Ok(ProviderEvent::TextDelta(text))),
+            Step::Usage(usage) => pending.push_back(Ok(ProviderEvent::Usage(UsageInfo {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                cached_tokens: usage.cached_tokens,
+                ..Default::default()
+            }))),
+            Step::ToolCall(call) => {
+                self.made_tool_call = true;
+                let arguments = if call.arguments.is_null() { "{}".to_owned() } else { call.arguments.to_string() };
+                pending.push_back(Ok(ProviderEvent::ToolCallStarted { id: call.id.clone(), name: call.name.clone() }));
+                let chars: Vec<char> = arguments.chars().collect();
+                for chunk in chars.chunks(ARGUMENT_CHUNK_CHARS) {
+                    let delta = chunk.iter().collect();
+                    pending.push_back(Ok(ProviderEvent::ToolArgumentsDelta { id: call.id.clone(), delta }));
+                }
+                pending.push_back(Ok(ProviderEvent::ToolCallReady { id: call.id, name: call.name, arguments }));
+            }
+            Step::StopReason(reason) => self.stop_reason = Some(reason),
+            Step::Error(message) => {
+                pending.push_back(Err(ProviderError::Upstream(message)));
+                self.done = true;
+            }
+            Step::SleepMs(_) => unreachable!("sleeps are played, not expanded"),
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! The session: the one writer of a session's log.
+//!
+//! [`Session::append`] assigns the next ordinal, folds the entry into the timeline and the model
+//! context, and hands the entry with its ui events to every sink, as one step under `&mut self`.
+//! There is no other way to add an event, so ordinals have no gaps and every sink sees events
+//! in ordinal order.
+
+use std::sync::Arc;
+
+use reel_proto::{
+    Any,
+    rpc::{DoneFrame, ErrorFrame, HelloFrame},
+};
+
+use crate::{
+    context::ModelContextProjection,
+    fanout::{Fanout, SinkFailure},
+    log::EventLog,
+    output::{CommittedEvent, Output, OutputKind},
+    timeline::TimelineProjection,
+};
+
+/// `done.status` values.
+pub mod done_status {
+    pub const OK: &str = "ok";
+    pub const FAILED: &str = "failed";
+    pub const STOPPED: &str = "stopped";
+    pub const SHUTDOWN: &str = "shutdown";
+}
+
+/// One conversation: its log, the projections of that log, and the sinks that follow it.
+pub struct Session {
+    id: Arc<str>,
+    log: EventLog,
+    timeline: TimelineProjection,
+    context: ModelContextProjection,
+    outputs: Fanout,
+}
+
+impl Session {
+    /// A new, empty session writing to `outputs`.
+    pub fn new(id: impl Into<String>, outputs: Fanout) -> Self {
+        Self {
+            id: Arc::from(id.into()),
+            log: EventLog::new(),
+            timeline: TimelineProjection::new(),
+            context: ModelContextProjection::new(),
+            outputs,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn log(&self) -> &EventLog {
+        &self.log
+    }
+
+    pub fn timeline(&self) -> &TimelineProjection {
+        &self.timeline
+    }
+
+    pub fn context(&self) -> &ModelContextProjection {
+        &self.context
+    }
+
+    /// Outputs detached after failing, so far.
+    pub fn sink_failures(&self) -> &[SinkFailure] {
+        self.outputs.failures()
+    }
+
+    /// Appends `event` to the log, projects it and fans it out. Returns its ordinal.
+    pub async fn append(&mut self, request_id: &Arc<str>, event: impl Into<Any>) -> u64 {
+        let entry = self.log.append(event.into());
+        let ui_events = self.timeline.apply(&entry);
+        self.context.apply(&entry);
+        let ordinal = entry.ordinal;
+        self.emit(request_id, OutputKind::Event(Arc::new(CommittedEvent { entry, ui_events }))).await;
+        ordinal
+    }
+
+    /// Sends a protocol frame that is not a log event to every sink.
+    pub async fn emit(&mut self, request_id: &Arc<str>, kind: OutputKind) {
+        let output = Output { session_id: Arc::clone(&self.id), request_id: Arc::clone(request_id), kind };
+        self.outputs.send(output).await;
+    }
+
+    pub async fn emit_hello(&mut self, request_id: &Arc<str>, hello: HelloFrame) {
+        self.emit(request_id, OutputKind::Hello(Arc::new(hello))).await;
+    }
+
+    /// Sends the timeline as of the newest event.
+    pub async fn emit_snapshot(&mut self, request_id: &Arc<str>) {
+        let snapshot = self.timeline.snapshot();
+        self.emit(request_id, OutputKind::Snapshot(Arc::new(snapshot))).await;
+    }
+
+    pub async fn emit_error(&mut self, request_id: &Arc<str>, code: &str, message: &str, terminal: bool) {
+        let error = ErrorFrame { code: code.into(), message: message.into(), detail: String::new(), terminal };
+        self.emit(request_id, OutputKind::Error(Arc::new(error))).await;
+    }
+
+    pub async fn emit_done(&mut self, request_id: &Arc<str>, status: &str) {
+        self.emit(request_id, OutputKind::Done(Arc::new(DoneFrame { status: status.into() }))).await;
+    }
+
+    /// Closes the sinks, waits until each has written everything, and returns the failures.
+    pub async fn close(self) -> Vec<SinkFailure> {
+        self.outputs.close().await
+    }
+}

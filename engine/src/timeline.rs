@@ -1,0 +1,481 @@
+//! The timeline projection: folds log events into timeline entities and ui events.
+//!
+//! [`TimelineProjection::apply`] is a pure function of the projection's state and one log entry.
+//! The live session and a replay call the same function, so a replayed log gives exactly the
+//! snapshots and ui events the live run gave.
+//!
+//! The log keeps streamed text compact (`ChatTextDelta` holds only the new characters); the
+//! projection turns each delta into a `ChatTextPatch` in append mode with its `offset` (in
+//! Unicode scalar values) and `sequence`, so no frame ever re-sends accumulated text. Segments
+//! end when the model call or run ends, or when the model switches between reasoning and text;
+//! their `...SegmentFinished` event carries the whole text once.
+
+use std::collections::HashMap;
+
+use reel_proto::{
+    Any,
+    chat::{
+        ChatMessageEntity, ChatReasoningPatch, ChatReasoningSegmentFinished, ChatStreamPatchMode, ChatTextPatch,
+        ChatTextSegmentFinished, ChatToolArgumentsPatch, CorrelationInfo, ToolCallEntity, ToolResultEntity,
+    },
+    rpc::{SnapshotEntity, SnapshotFrame, UiEventFrame},
+};
+
+use crate::log::LogEntry;
+
+/// Entity kind of chat messages (user, assistant, thinking, error).
+pub const KIND_MESSAGE: &str = "ChatMessage";
+/// Entity kind of tool calls.
+pub const KIND_TOOL_CALL: &str = "ChatToolCall";
+/// Entity kind of tool results.
+pub const KIND_TOOL_RESULT: &str = "ChatToolResult";
+
+/// What an open stream is producing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StreamKind {
+    Text,
+    Reasoning,
+    ToolArguments,
+}
+
+/// A segment that is still receiving deltas.
+#[derive(Clone, Debug)]
+struct OpenStream {
+    kind: StreamKind,
+    /// Number of patches emitted so far.
+    sequence: u64,
+    /// Length of the streamed content in Unicode scalar values (the next patch's offset).
+    chars: u64,
+}
+
+/// Timeline entities plus what is needed to project the next event.
+#[derive(Clone, Debug, Default)]
+pub struct TimelineProjection {
+    /// Entities in creation order (which is ordinal order).
+    entities: Vec<SnapshotEntity>,
+    /// Entity id -> position in `entities`.
+    index: HashMap<String, usize>,
+    /// Provider tool call id -> reel's entity id of the newest call with that id.
+    tool_calls: HashMap<String, String>,
+    /// Open segments in the order they opened, so they finish in that order.
+    streams: Vec<(String, OpenStream)>,
+    /// Correlation of the model call in progress, copied onto the entities it creates.
+    call: Option<CorrelationInfo>,
+    /// The highest ordinal applied.
+    last_ordinal: u64,
+}
+
+impl TimelineProjection {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Folds `entries` into a fresh projection.
+    pub fn replay<'a>(entries: impl IntoIterator<Item = &'a LogEntry>) -> Self {
+        let mut projection = Self::new();
+        for entry in entries {
+            projection.apply(entry);
+        }
+        projection
+    }
+
+    /// The highest ordinal folded in.
+    pub fn last_ordinal(&self) -> u64 {
+        self.last_ordinal
+    }
+
+    /// The timeline as of [`Self::last_ordinal`].
+    pub fn snapshot(&self) -> SnapshotFrame {
+        SnapshotFrame { snapshot_ordinal: self.last_ordinal, entities: self.entities.clone() }
+    }
+
+    /// Folds one log entry in and returns the ui events it produces, in order.
+    pub fn apply(&mut self, entry: &LogEntry) -> Vec<UiEventFrame> {
+        let mut out = UiEvents { ordinal: entry.ordinal, events: Vec::with_capacity(1) };
+        self.last_ordinal = entry.ordinal;
+        match &entry.event {
+            Any::ChatUserMessageAccepted(m) => {
+                let entity = ChatMessageEntity {
+                    message_id: m.message_id.clone(),
+                    role: if m.role.is_empty() { "user".into() } else { m.role.clone() },
+                    prompt: m.prompt.clone(),
+                    text: m.text.clone(),
+                    content: m.content.clone(),
+                    status: m.status.clone(),
+                    r#final: true,
+                    attachments: m.attachments.clone(),
+                    ..Default::default()
+                };
+                self.insert(KIND_MESSAGE, &m.message_id, entry.ordinal, entity.into());
+                out.push(&entry.event);
+            }
+            Any::ChatRunStarted(_) | Any::ChatProviderCallMetadataUpdated(_) => out.push(&entry.event),
+            Any::ChatProviderCallStarted(call) => {
+                self.call = call.correlation.clone();
+                out.push(&entry.event);
+            }
+            Any::ChatTextSegmentStarted(s) => {
+                self.finish_prose_streams(&mut out, "finished", "");
+                let entity = ChatMessageEntity {
+                    message_id: s.message_id.clone(),
+                    role: s.role.clone(),
+                    prompt: s.prompt.clone(),
+                    status: "streaming".into(),
+                    streaming: true,
+                    segment_type: "text".into(),
+                    correlation: s.correlation.clone(),
+                    ..Default::default()
+                };
+                self.open(StreamKind::Text, &s.message_id, entry.ordinal, KIND_MESSAGE, entity.into());
+                out.push(&entry.event);
+            }
+            Any::ChatReasoningSegmentStarted(s) => {
+                self.finish_prose_streams(&mut out, "finished", "");
+                let entity = ChatMessageEntity {
+                    message_id: s.message_id.clone(),
+                    role: s.role.clone(),
+                    prompt: s.prompt.clone(),
+                    status: "streaming".into(),
+                    streaming: true,
+                    parent_message_id: s.parent_message_id.clone(),
+                    segment_type: "reasoning".into(),
+                    correlation: s.correlation.clone(),
+                    ..Default::default()
+                };
+                self.open(StreamKind::Reasoning, &s.message_id, entry.ordinal, KIND_MESSAGE, entity.into());
+                out.push(&entry.event);
+            }
+            Any::ChatTextDelta(d) => self.text_delta(&mut out, &d.message_id, &d.text, StreamKind::Text),
+            Any::ChatReasoningDelta(d) => self.text_delta(&mut out, &d.message_id, &d.text, StreamKind::Reasoning),
+            Any::ChatToolCallStarted(t) => {
+                let entity = ToolCallEntity {
+                    message_id: t.message_id.clone(),
+                    tool_call_id: t.tool_call_id.clone(),
+                    tool_name: t.tool_name.clone(),
+                    input: t.input.clone(),
+                    status: "streaming_args".into(),
+                    correlation: t.correlation.clone().or_else(|| self.call.clone()),
+                    ..Default::default()
+                };
+                self.tool_calls.insert(t.tool_call_id.clone(), t.message_id.clone());
+                self.open(StreamKind::ToolArguments, &t.message_id, entry.ordinal, KIND_TOOL_CALL, entity.into());
+                out.push(&entry.event);
+            }
+            Any::ChatToolArgumentsDelta(d) => self.arguments_delta(&mut out, &d.message_id, &d.arguments),
+            Any::ChatToolCallRequested(t) => {
+                self.close_stream(&t.message_id);
+                if !self.index.contains_key(&t.message_id) {
+                    let entity = ToolCallEntity {
+                        message_id: t.message_id.clone(),
+                        tool_call_id: t.tool_call_id.clone(),
+                        tool_name: t.tool_name.clone(),
+                        correlation: t.correlation.clone().or_else(|| self.call.clone()),
+                        ..Default::default()
+                    };
+                    self.tool_calls.insert(t.tool_call_id.clone(), t.message_id.clone());
+                    self.insert(KIND_TOOL_CALL, &t.message_id, entry.ordinal, entity.into());
+                }
+                self.update_tool_call(&t.message_id, entry.ordinal, |call| {
+                    call.input.clone_from(&t.input);
+                    call.status = "pending".into();
+                });
+                out.push(&entry.event);
+            }
+            Any::ChatToolExecutionStarted(t) => {
+                self.update_tool_call(&t.message_id, entry.ordinal, |call| call.status = "executing".into());
+                out.push(&entry.event);
+            }
+            Any::ChatToolResultReady(r) => {
+                let entity = ToolResultEntity {
+                    message_id: r.message_id.clone(),
+                    tool_call_id: r.tool_call_id.clone(),
+                    tool_name: r.tool_name.clone(),
+                    result: r.result.clone(),
+                    status: r.status.clone(),
+                    is_error: r.is_error,
+                    correlation: r.correlation.clone(),
+                };
+                self.insert(KIND_TOOL_RESULT, &r.message_id, entry.ordinal, entity.into());
+                out.push(&entry.event);
+            }
+            Any::ChatToolCallFinished(f) => {
+                let status = if f.status.is_empty() { "completed".to_owned() } else { f.status.clone() };
+                self.update_tool_call(&f.message_id, entry.ordinal, |call| call.status = status);
+                out.push(&entry.event);
+            }
+            Any::ChatProviderCallFinished(f) => {
+                self.finish_all_streams(&mut out, "finished", &f.stop_reason);
+                self.call = None;
+                out.push(&entry.event);
+            }
+            Any::ChatRunFinished(_) => {
+                self.finish_all_streams(&mut out, "finished", "");
+                self.call = None;
+                out.push(&entry.event);
+            }
+            Any::ChatRunStopped(_) => {
+                self.finish_all_streams(&mut out, "stopped", "cancelled");
+                self.call = None;
+                out.push(&entry.event);
+            }
+            Any::ChatRunFailed(f) => {
+                self.finish_all_streams(&mut out, "failed", "error");
+                self.call = None;
+                let entity = ChatMessageEntity {
+                    message_id: f.message_id.clone(),
+                    role: "error".into(),
+                    text: f.error.clone(),
+                    status: "failed".into(),
+                    error: f.error.clone(),
+                    r#final: true,
+                    correlation: f.correlation.clone(),
+                    ..Default::default()
+                };
+                self.insert(KIND_MESSAGE, &f.message_id, entry.ordinal, entity.into());
+                out.push(&entry.event);
+            }
+            // Entities, ui-only payloads and types from newer versions project to nothing.
+            _ => {}
+        }
+        out.events
+    }
+
+    fn insert(&mut self, kind: &str, id: &str, ordinal: u64, payload: Any) {
+        let entity = SnapshotEntity {
+            kind: kind.to_owned(),
+            id: id.to_owned(),
+            created_ordinal: ordinal,
+            last_event_ordinal: ordinal,
+            tombstone: false,
+            payload: Some(payload),
+        };
+        match self.index.get(id) {
+            // A repeated id replaces the entity but keeps its place and creation ordinal.
+            Some(&at) => {
+                let created_ordinal = self.entities[at].created_ordinal;
+                self.entities[at] = SnapshotEntity { created_ordinal, ..entity };
+            }
+            None => {
+                self.index.insert(id.to_owned(), self.entities.len());
+                self.entities.push(entity);
+            }
+        }
+    }
+
+    fn open(&mut self, kind: StreamKind, id: &str, ordinal: u64, entity_kind: &str, payload: Any) {
+        self.close_stream(id);
+        self.insert(entity_kind, id, ordinal, payload);
+        self.streams.push((id.to_owned(), OpenStream { kind, sequence: 0, chars: 0 }));
+    }
+
+    fn close_stream(&mut self, id: &str) -> Option<OpenStream> {
+        let at = self.streams.iter().position(|(open, _)| open == id)?;
+        Some(self.streams.remove(at).1)
+    }
+
+    fn entity_mut(&mut self, id: &str, ordinal: u64) -> Option<&mut Any> {
+        let entity = &mut self.entities[*self.index.get(id)?];
+        entity.last_event_ordinal = ordinal;
+        entity.payload.as_mut()
+    }
+
+    fn update_tool_call(&mut self, id: &str, ordinal: u64, change: impl FnOnce(&mut ToolCallEntity)) {
+        let id = self.tool_calls.get(id).cloned().unwrap_or_else(|| id.to_owned());
+        if let Some(Any::ToolCallEntity(call)) = self.entity_mut(&id, ordinal) {
+            change(call);
+        }
+    }
+
+    /// Deltas for a segment nobody started (a log written by hand or a newer version) start
+    /// one implicitly, so no streamed text is ever dropped from the timeline.
+    fn stream_state(&mut self, out: &mut UiEvents, id: &str, kind: StreamKind) -> &mut OpenStream {
+        if !self.streams.iter().any(|(open, _)| open == id) {
+            let role = if kind == StreamKind::Reasoning { "thinking" } else { "assistant" };
+            let started: Any = match kind {
+                StreamKind::Reasoning => reel_proto::chat::ChatReasoningSegmentStarted {
+                    message_id: id.to_owned(),
+                    role: role.into(),
+                    status: "streaming".into(),
+                    streaming: true,
+                    correlation: self.call.clone(),
+                    ..Default::default()
+                }
+                .into(),
+                _ => reel_proto::chat::ChatTextSegmentStarted {
+                    message_id: id.to_owned(),
+                    role: role.into(),
+                    status: "streaming".into(),
+                    streaming: true,
+                    correlation: self.call.clone(),
+                    ..Default::default()
+                }
+                .into(),
+            };
+            let entity = ChatMessageEntity {
+                message_id: id.to_owned(),
+                role: role.into(),
+                status: "streaming".into(),
+                streaming: true,
+                segment_type: if kind == StreamKind::Reasoning { "reasoning" } else { "text" }.into(),
+                correlation: self.call.clone(),
+                ..Default::default()
+            };
+            self.open(kind, id, out.ordinal, KIND_MESSAGE, entity.into());
+            out.push(&started);
+        }
+        let at = self.streams.iter().rposition(|(open, _)| open == id).expect("opened above");
+        &mut self.streams[at].1
+    }
+
+    fn text_delta(&mut self, out: &mut UiEvents, id: &str, text: &str, kind: StreamKind) {
+        let stream = self.stream_state(out, id, kind);
+        stream.sequence += 1;
+        let (sequence, offset) = (stream.sequence, stream.chars);
+        stream.chars += text.chars().count() as u64;
+        let mut role = String::new();
+        let mut parent = String::new();
+        if let Some(Any::ChatMessageEntity(message)) = self.entity_mut(id, out.ordinal) {
+            message.text.push_str(text);
+            role.clone_from(&message.role);
+            parent.clone_from(&message.parent_message_id);
+        }
+        let mode = ChatStreamPatchMode::Append as i32;
+        let patch: Any = match kind {
+            StreamKind::Reasoning => ChatReasoningPatch {
+                message_id: id.to_owned(),
+                role,
+                sequence,
+                offset,
+                text: text.to_owned(),
+                mode,
+                status: "streaming".into(),
+                parent_message_id: parent,
+                ..Default::default()
+            }
+            .into(),
+            _ => ChatTextPatch {
+                message_id: id.to_owned(),
+                role,
+                sequence,
+                offset,
+                text: text.to_owned(),
+                mode,
+                status: "streaming".into(),
+                ..Default::default()
+            }
+            .into(),
+        };
+        out.push_owned(patch);
+    }
+
+    fn arguments_delta(&mut self, out: &mut UiEvents, id: &str, arguments: &str) {
+        let Some(at) = self.streams.iter().position(|(open, _)| open == id) else {
+            // Arguments for a call that never started or already completed: the complete input
+            // arrives with ChatToolCallRequested, so there is nothing to show.
+            return;
+        };
+        let stream = &mut self.streams[at].1;
+        stream.sequence += 1;
+        let (sequence, offset) = (stream.sequence, stream.chars);
+        stream.chars += arguments.chars().count() as u64;
+        let mut patch = ChatToolArgumentsPatch {
+            message_id: id.to_owned(),
+            sequence,
+            offset,
+            arguments: arguments.to_owned(),
+            mode: ChatStreamPatchMode::Append as i32,
+            status: "streaming_args".into(),
+            ..Default::default()
+        };
+        if let Some(Any::ToolCallEntity(call)) = self.entity_mut(id, out.ordinal) {
+            call.input.push_str(arguments);
+            patch.tool_call_id.clone_from(&call.tool_call_id);
+            patch.tool_name.clone_from(&call.tool_name);
+        }
+        out.push_owned(patch.into());
+    }
+
+    /// Ends open text and reasoning segments (the model moved on to another segment).
+    fn finish_prose_streams(&mut self, out: &mut UiEvents, status: &str, finish_reason: &str) {
+        let prose: Vec<String> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.kind != StreamKind::ToolArguments)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in prose {
+            self.finish_stream(out, &id, status, finish_reason);
+        }
+    }
+
+    fn finish_all_streams(&mut self, out: &mut UiEvents, status: &str, finish_reason: &str) {
+        let open: Vec<String> = self.streams.iter().map(|(id, _)| id.clone()).collect();
+        for id in open {
+            self.finish_stream(out, &id, status, finish_reason);
+        }
+    }
+
+    fn finish_stream(&mut self, out: &mut UiEvents, id: &str, status: &str, finish_reason: &str) {
+        let Some(stream) = self.close_stream(id) else { return };
+        let ordinal = out.ordinal;
+        let finished: Option<Any> = match self.entity_mut(id, ordinal) {
+            Some(Any::ChatMessageEntity(m)) => {
+                m.status = status.to_owned();
+                m.streaming = false;
+                m.r#final = true;
+                Some(match stream.kind {
+                    StreamKind::Reasoning => ChatReasoningSegmentFinished {
+                        message_id: m.message_id.clone(),
+                        role: m.role.clone(),
+                        text: m.text.clone(),
+                        status: status.to_owned(),
+                        r#final: true,
+                        finish_reason: finish_reason.to_owned(),
+                        correlation: m.correlation.clone(),
+                        parent_message_id: m.parent_message_id.clone(),
+                        ..Default::default()
+                    }
+                    .into(),
+                    _ => ChatTextSegmentFinished {
+                        message_id: m.message_id.clone(),
+                        role: m.role.clone(),
+                        prompt: m.prompt.clone(),
+                        text: m.text.clone(),
+                        status: status.to_owned(),
+                        r#final: true,
+                        finish_reason: finish_reason.to_owned(),
+                        correlation: m.correlation.clone(),
+                        ..Default::default()
+                    }
+                    .into(),
+                })
+            }
+            // A tool call whose arguments never completed.
+            Some(Any::ToolCallEntity(call)) => {
+                call.status = status.to_owned();
+                None
+            }
+            _ => None,
+        };
+        if let Some(event) = finished {
+            out.push_owned(event);
+        }
+    }
+}
+
+/// The ui events one log entry produces.
+struct UiEvents {
+    ordinal: u64,
+    events: Vec<UiEventFrame>,
+}
+
+impl UiEvents {
+    fn push(&mut self, payload: &Any) {
+        self.push_owned(payload.clone());
+    }
+
+    fn push_owned(&mut self, payload: Any) {
+        let name = payload.type_name().to_owned();
+        self.events.push(UiEventFrame { ordinal: self.ordinal, name, payload: Some(payload) });
+    }
+}

@@ -1,0 +1,66 @@
+//! `--output text`: the assistant's reply as plain text, streamed as it arrives.
+
+use std::io::{self, Write};
+
+use reel_engine::{Output, OutputKind, Sink, SinkError};
+use reel_proto::Any;
+use tokio::sync::mpsc;
+
+/// Writes assistant text deltas to stdout, and a final newline.
+pub struct TextSink<W> {
+    writer: W,
+}
+
+impl TextSink<io::Stdout> {
+    pub fn stdout() -> Self {
+        Self { writer: io::stdout() }
+    }
+}
+
+impl<W: Write + Send + 'static> TextSink<W> {
+    pub fn new(writer: W) -> Self {
+        Self { writer }
+    }
+}
+
+#[async_trait::async_trait]
+impl<W: Write + Send + 'static> Sink for TextSink<W> {
+    fn name(&self) -> String {
+        "stdout".into()
+    }
+
+    async fn run(self: Box<Self>, input: mpsc::Receiver<Output>) -> Result<(), SinkError> {
+        let mut writer = self.writer;
+        tokio::task::spawn_blocking(move || {
+            let mut input = input;
+            let mut ends_with_newline = true;
+            while let Some(output) = input.blocking_recv() {
+                match &output.kind {
+                    OutputKind::Event(committed) => {
+                        for ui in &committed.ui_events {
+                            if let Some(Any::ChatTextPatch(patch)) = &ui.payload
+                                && patch.role == "assistant"
+                                && !patch.text.is_empty()
+                            {
+                                writer.write_all(patch.text.as_bytes())?;
+                                ends_with_newline = patch.text.ends_with('\n');
+                            }
+                        }
+                        if input.is_empty() {
+                            writer.flush()?;
+                        }
+                    }
+                    OutputKind::Done(_) if !ends_with_newline => {
+                        writer.write_all(b"\n")?;
+                        ends_with_newline = true;
+                    }
+                    _ => {}
+                }
+            }
+            writer.flush()?;
+            Ok(())
+        })
+        .await
+        .map_err(|join| SinkError::Io(io::Error::other(join.to_string())))?
+    }
+}
