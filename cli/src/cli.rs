@@ -11,7 +11,11 @@ use clap::{Arg, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueE
 use crate::command_file::{CommandFile, CommandFileError};
 
 #[derive(Parser, Debug)]
-#[command(name = "reel", version, about = "An event-sourced session engine for LLM chat and agent runs")]
+#[command(
+    name = "reel",
+    version,
+    about = "An event-sourced session engine for LLM chat and agent runs"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -104,8 +108,15 @@ fn variable_id(name: &str) -> String {
 
 fn parse_from(args: Vec<OsString>) -> Parsed {
     // First pass: find the command file while its variable flags are still unknown to clap.
-    let probe = Cli::command().ignore_errors(true).try_get_matches_from(&args).ok();
-    let probe_run = probe.as_ref().and_then(|m| m.subcommand_matches("run-command"));
+    // (--help is left out of this pass so that the help shows the file's variables.)
+    let without_help = args.iter().filter(|a| *a != "--help" && *a != "-h");
+    let probe = Cli::command()
+        .ignore_errors(true)
+        .try_get_matches_from(without_help)
+        .ok();
+    let probe_run = probe
+        .as_ref()
+        .and_then(|m| m.subcommand_matches("run-command"));
     let command_path = probe_run.and_then(|m| m.get_one::<PathBuf>("command_file").cloned());
     let loaded = command_path.map(|path| CommandFile::load(&path));
 
@@ -114,7 +125,11 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
         // error itself, in the output mode the user asked for.
         if let Ok(run_args) = RunCommandArgs::from_arg_matches(probe_run) {
             let command = loaded.expect("checked above");
-            return Parsed::RunCommand(Box::new(Invocation { args: run_args, command, variables: BTreeMap::new() }));
+            return Parsed::RunCommand(Box::new(Invocation {
+                args: run_args,
+                command,
+                variables: BTreeMap::new(),
+            }));
         }
     }
 
@@ -127,17 +142,28 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
     match cli.command {
         Command::Bench(bench) => Parsed::Bench(bench),
         Command::RunCommand(run_args) => {
-            let sub = matches.subcommand_matches("run-command").expect("run-command matched");
+            let sub = matches
+                .subcommand_matches("run-command")
+                .expect("run-command matched");
             let variables = match &loaded {
                 Some(Ok(file)) => file
                     .variables
                     .iter()
-                    .filter_map(|v| Some((v.name.clone(), sub.get_one::<String>(&variable_id(&v.name))?.clone())))
+                    .filter_map(|v| {
+                        Some((
+                            v.name.clone(),
+                            sub.get_one::<String>(&variable_id(&v.name))?.clone(),
+                        ))
+                    })
                     .collect(),
                 _ => BTreeMap::new(),
             };
             let command = loaded.expect("clap requires the command file");
-            Parsed::RunCommand(Box::new(Invocation { args: run_args, command, variables }))
+            Parsed::RunCommand(Box::new(Invocation {
+                args: run_args,
+                command,
+                variables,
+            }))
         }
     }
 }
@@ -183,8 +209,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = write_command(dir.path());
         let p = path.to_str().unwrap();
-        let Parsed::RunCommand(inv) = parse_from(args(&["reel", "run-command", p, "--topic", "autumn", "--output", "jsonl"]))
-        else {
+        let Parsed::RunCommand(inv) = parse_from(args(&[
+            "reel",
+            "run-command",
+            p,
+            "--topic",
+            "autumn",
+            "--output",
+            "jsonl",
+        ])) else {
             panic!("expected run-command")
         };
         assert_eq!(inv.variables["topic"], "autumn");

@@ -88,7 +88,10 @@ pub struct ProviderDefaults {
 #[derive(Debug, thiserror::Error)]
 pub enum CommandFileError {
     #[error("cannot read command file {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("invalid command file {path}: {message}")]
     Invalid { path: String, message: String },
 }
@@ -96,9 +99,16 @@ pub enum CommandFileError {
 impl CommandFile {
     pub fn load(path: &Path) -> Result<Self, CommandFileError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| CommandFileError::Read { path: shown.clone(), source })?;
-        let invalid = |message: String| CommandFileError::Invalid { path: shown.clone(), message };
-        let mut file: CommandFile = serde_saphyr::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        let text = std::fs::read_to_string(path).map_err(|source| CommandFileError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let invalid = |message: String| CommandFileError::Invalid {
+            path: shown.clone(),
+            message,
+        };
+        let mut file: CommandFile =
+            serde_saphyr::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         file.folder = path.parent().map(Path::to_path_buf).unwrap_or_default();
         file.check().map_err(invalid)?;
         Ok(file)
@@ -111,33 +121,50 @@ impl CommandFile {
             let name = variable.name.as_str();
             let well_formed = !name.is_empty()
                 && name.starts_with(|c: char| c.is_ascii_lowercase())
-                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
             if !well_formed {
-                return Err(format!("variable name {name:?} must be lowercase letters, digits, '-' or '_'"));
+                return Err(format!(
+                    "variable name {name:?} must be lowercase letters, digits, '-' or '_'"
+                ));
             }
             if RESERVED_FLAGS.contains(&name) {
-                return Err(format!("variable {name:?} clashes with reel's own flag --{name}"));
+                return Err(format!(
+                    "variable {name:?} clashes with reel's own flag --{name}"
+                ));
             }
             if seen.contains(&name) {
                 return Err(format!("variable {name:?} is declared twice"));
             }
             seen.push(name);
         }
-        for placeholder in template::placeholders(&self.prompt).map_err(|e| format!("prompt: {e}"))? {
+        for placeholder in
+            template::placeholders(&self.prompt).map_err(|e| format!("prompt: {e}"))?
+        {
             if !seen.contains(&placeholder) {
-                return Err(format!("prompt: the placeholder {{{{ {placeholder} }}}} names no declared variable"));
+                return Err(format!(
+                    "prompt: the placeholder {{{{ {placeholder} }}}} names no declared variable"
+                ));
             }
         }
         Ok(())
     }
 
     /// The prompt with `values` filled in (every declared variable must have a value).
-    pub fn render_prompt(&self, values: &BTreeMap<String, String>) -> Result<String, template::TemplateError> {
+    pub fn render_prompt(
+        &self,
+        values: &BTreeMap<String, String>,
+    ) -> Result<String, template::TemplateError> {
         template::render(&self.prompt, values)
     }
 
     /// `path` resolved against the command file's folder.
     pub fn resolve(&self, path: &Path) -> PathBuf {
-        if path.is_absolute() { path.to_path_buf() } else { self.folder.join(path) }
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.folder.join(path)
+        }
     }
 }

@@ -12,17 +12,27 @@ use std::{io::IsTerminal, process::ExitCode};
 
 use tracing_subscriber::EnvFilter;
 
+// Events are allocated on the session's thread and freed on the sinks' threads; glibc's malloc
+// spent a third of the streaming path on exactly that (measured with `perf` on `reel bench`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(EnvFilter::try_from_env("REEL_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
+        .with_env_filter(
+            EnvFilter::try_from_env("REEL_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
         .with_target(false)
         .without_time()
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 
     let parsed = cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             tracing::error!("cannot start the async runtime: {error}");

@@ -8,7 +8,8 @@ use std::{panic::AssertUnwindSafe, sync::Arc};
 
 use futures::FutureExt;
 use reel_engine::{
-    Fanout, ModelSettings, Provider, RunOutcome, RunRequest, Script, ScriptedProvider, Session, done_status, new_id,
+    Fanout, ModelSettings, Provider, RunOutcome, RunRequest, Script, ScriptedProvider, Session,
+    done_status, new_id,
 };
 use reel_proto::rpc::{self, HelloFrame};
 use reel_sinks::{DebugFileSink, DocumentFormat, ResultDocumentSink, StdoutJsonlSink, TextSink};
@@ -54,9 +55,15 @@ pub async fn run(invocation: Invocation) -> u8 {
         capabilities.push("backend-events");
     }
     match (args.frames_on_stdout(), args.output) {
-        (true, _) => fanout.attach(Box::new(StdoutJsonlSink::stdout(args.include_backend_events))),
-        (false, OutputMode::Json) => fanout.attach(Box::new(ResultDocumentSink::stdout(DocumentFormat::Json))),
-        (false, OutputMode::Yaml) => fanout.attach(Box::new(ResultDocumentSink::stdout(DocumentFormat::Yaml))),
+        (true, _) => fanout.attach(Box::new(StdoutJsonlSink::stdout(
+            args.include_backend_events,
+        ))),
+        (false, OutputMode::Json) => {
+            fanout.attach(Box::new(ResultDocumentSink::stdout(DocumentFormat::Json)))
+        }
+        (false, OutputMode::Yaml) => {
+            fanout.attach(Box::new(ResultDocumentSink::stdout(DocumentFormat::Yaml)))
+        }
         (false, _) => fanout.attach(Box::new(TextSink::stdout())),
     }
     let mut setup_error = None;
@@ -66,7 +73,12 @@ pub async fn run(invocation: Invocation) -> u8 {
                 fanout.attach(Box::new(sink));
                 capabilities.push("debug-log");
             }
-            Err(error) => setup_error = Some(format!("cannot create debug file {}: {error}", path.display())),
+            Err(error) => {
+                setup_error = Some(format!(
+                    "cannot create debug file {}: {error}",
+                    path.display()
+                ))
+            }
         }
     }
     let prepared = match setup_error {
@@ -89,7 +101,9 @@ pub async fn run(invocation: Invocation) -> u8 {
     match prepared {
         Err(error) => {
             tracing::error!("{error}");
-            session.emit_error(&rid, "runner_init_failed", &error, true).await;
+            session
+                .emit_error(&rid, "runner_init_failed", &error, true)
+                .await;
             session.emit_done(&rid, done_status::FAILED).await;
             status = exit::FAILED;
         }
@@ -122,7 +136,9 @@ pub async fn run(invocation: Invocation) -> u8 {
                 Err(panic) => {
                     let message = panic_message(panic.as_ref());
                     tracing::error!("internal error: {message}");
-                    session.emit_error(&rid, "internal_error", &message, true).await;
+                    session
+                        .emit_error(&rid, "internal_error", &message, true)
+                        .await;
                     status = exit::FAILED;
                     done_status::FAILED
                 }
@@ -144,10 +160,14 @@ pub async fn run(invocation: Invocation) -> u8 {
 fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
     let command = invocation.command.as_ref().map_err(ToString::to_string)?;
     let args = &invocation.args;
-    let prompt = command.render_prompt(&invocation.variables).map_err(|e| format!("prompt: {e}"))?;
+    let prompt = command
+        .render_prompt(&invocation.variables)
+        .map_err(|e| format!("prompt: {e}"))?;
     let defaults = &command.provider;
     let provider_name = match (args.provider, defaults.name.as_deref()) {
-        (Some(ProviderName::Scripted), _) | (None, None | Some("scripted")) => ProviderName::Scripted,
+        (Some(ProviderName::Scripted), _) | (None, None | Some("scripted")) => {
+            ProviderName::Scripted
+        }
         (None, Some(other)) => {
             return Err(format!(
                 "the command file asks for provider {other:?}, which this build does not have (available: scripted)"
@@ -161,16 +181,27 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
     };
     let provider: Box<dyn Provider> = match provider_name {
         ProviderName::Scripted => match script_path {
-            Some(path) => Box::new(ScriptedProvider::new(Script::load(&path).map_err(|e| e.to_string())?)),
+            Some(path) => Box::new(ScriptedProvider::new(
+                Script::load(&path).map_err(|e| e.to_string())?,
+            )),
             None => Box::new(ScriptedProvider::echo()),
         },
     };
     let settings = ModelSettings {
-        model: args.model.clone().or_else(|| defaults.model.clone()).unwrap_or_default(),
+        model: args
+            .model
+            .clone()
+            .or_else(|| defaults.model.clone())
+            .unwrap_or_default(),
         temperature: defaults.temperature,
         max_tokens: defaults.max_tokens,
     };
-    Ok(Prepared { prompt, system_prompt: command.system_prompt.clone(), provider, settings })
+    Ok(Prepared {
+        prompt,
+        system_prompt: command.system_prompt.clone(),
+        provider,
+        settings,
+    })
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {

@@ -21,7 +21,9 @@ pub fn placeholders(template: &str) -> Result<Vec<&str>, TemplateError> {
     let mut offset = 0;
     while let Some(open) = rest.find("{{") {
         let after = &rest[open + 2..];
-        let close = after.find("}}").ok_or(TemplateError::Unclosed { at: offset + open })?;
+        let close = after
+            .find("}}")
+            .ok_or(TemplateError::Unclosed { at: offset + open })?;
         names.push(after[..close].trim());
         let consumed = open + 2 + close + 2;
         offset += consumed;
@@ -38,9 +40,13 @@ pub fn render(template: &str, values: &BTreeMap<String, String>) -> Result<Strin
     while let Some(open) = rest.find("{{") {
         out.push_str(&rest[..open]);
         let after = &rest[open + 2..];
-        let close = after.find("}}").ok_or(TemplateError::Unclosed { at: offset + open })?;
+        let close = after
+            .find("}}")
+            .ok_or(TemplateError::Unclosed { at: offset + open })?;
         let name = after[..close].trim();
-        let value = values.get(name).ok_or_else(|| TemplateError::Unknown { name: name.to_owned() })?;
+        let value = values.get(name).ok_or_else(|| TemplateError::Unknown {
+            name: name.to_owned(),
+        })?;
         out.push_str(value);
         let consumed = open + 2 + close + 2;
         offset += consumed;
@@ -57,14 +63,25 @@ mod tests {
     #[test]
     fn renders_placeholders_with_or_without_spaces() {
         let values = BTreeMap::from([("topic".to_owned(), "the sea".to_owned())]);
-        assert_eq!(render("About {{topic}} and {{ topic }}.", &values).unwrap(), "About the sea and the sea.");
+        assert_eq!(
+            render("About {{topic}} and {{ topic }}.", &values).unwrap(),
+            "About the sea and the sea."
+        );
         assert_eq!(placeholders("a {{ x }} b {{y}}").unwrap(), vec!["x", "y"]);
     }
 
     #[test]
     fn reports_unknown_and_unclosed_placeholders() {
         let values = BTreeMap::new();
-        assert_eq!(render("{{ nope }}", &values), Err(TemplateError::Unknown { name: "nope".into() }));
-        assert_eq!(render("ok {{ nope", &values), Err(TemplateError::Unclosed { at: 3 }));
+        assert_eq!(
+            render("{{ nope }}", &values),
+            Err(TemplateError::Unknown {
+                name: "nope".into()
+            })
+        );
+        assert_eq!(
+            render("ok {{ nope", &values),
+            Err(TemplateError::Unclosed { at: 3 })
+        );
     }
 }

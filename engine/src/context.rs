@@ -41,7 +41,12 @@ pub struct ContextMessage {
 
 impl ContextMessage {
     fn new(role: ContextRole, text: String) -> Self {
-        Self { role, text, tool_calls: Vec::new(), tool_call_id: String::new() }
+        Self {
+            role,
+            text,
+            tool_calls: Vec::new(),
+            tool_call_id: String::new(),
+        }
     }
 }
 
@@ -77,7 +82,8 @@ impl ModelContextProjection {
     pub fn apply(&mut self, entry: &LogEntry) {
         match &entry.event {
             Any::ChatUserMessageAccepted(m) => {
-                self.messages.push(ContextMessage::new(ContextRole::User, m.text.clone()));
+                self.messages
+                    .push(ContextMessage::new(ContextRole::User, m.text.clone()));
                 self.current_assistant = None;
             }
             Any::ChatProviderCallStarted(_) => self.current_assistant = None,
@@ -119,7 +125,8 @@ impl ModelContextProjection {
         if let Some(at) = self.current_assistant {
             return at;
         }
-        self.messages.push(ContextMessage::new(ContextRole::Assistant, String::new()));
+        self.messages
+            .push(ContextMessage::new(ContextRole::Assistant, String::new()));
         let at = self.messages.len() - 1;
         self.current_assistant = Some(at);
         at

@@ -1,5 +1,10 @@
 //! Fan-out: hands every output to every attached sink, in order, with back-pressure.
 //!
+//! Outputs travel in batches: [`Fanout::send`] collects them and delivers a batch when it is
+//! full, and [`Fanout::flush`] delivers whatever is collected. The session flushes before it
+//! waits for anything (the model, a request), so batching never delays a frame a reader could
+//! already see; it only saves a thread wake-up per event when events come fast.
+//!
 //! Each sink runs as its own task behind a bounded channel. When a sink fails, its channel
 //! closes; the fan-out detaches it, logs the error on stderr and tells the remaining sinks with
 //! a non-terminal `sink_failed` error frame. The log and the other sinks are never affected.
@@ -14,12 +19,17 @@ use crate::{
     sink::{Sink, SinkError},
 };
 
-/// How many outputs may wait for a sink before the session waits for it.
-const SINK_QUEUE: usize = 1024;
+/// How many batches may wait for a sink before the session waits for it.
+const SINK_QUEUE: usize = 16;
+/// Outputs per batch at most.
+const BATCH: usize = 128;
+
+/// Outputs in the order they were produced, shared by all sinks.
+pub type OutputBatch = Arc<[Output]>;
 
 struct AttachedSink {
     name: String,
-    tx: mpsc::Sender<Output>,
+    tx: mpsc::Sender<OutputBatch>,
     task: JoinHandle<Result<(), SinkError>>,
 }
 
@@ -35,6 +45,8 @@ pub struct SinkFailure {
 pub struct Fanout {
     sinks: Vec<AttachedSink>,
     failures: Vec<SinkFailure>,
+    /// Outputs collected and not yet delivered.
+    pending: Vec<Output>,
 }
 
 impl Fanout {
@@ -64,17 +76,30 @@ impl Fanout {
         &self.failures
     }
 
-    /// Delivers `output` to every sink, waiting while a sink's queue is full.
+    /// Queues `output` for every sink; delivers the batch when it is full.
     pub async fn send(&mut self, output: Output) {
+        self.pending.push(output);
+        if self.pending.len() >= BATCH {
+            self.flush().await;
+        }
+    }
+
+    /// Delivers every queued output, waiting while a sink's queue is full.
+    pub async fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let batch: OutputBatch = std::mem::take(&mut self.pending).into();
         let mut failed = Vec::new();
         for (at, sink) in self.sinks.iter().enumerate() {
-            if sink.tx.send(output.clone()).await.is_err() {
+            if sink.tx.send(Arc::clone(&batch)).await.is_err() {
                 failed.push(at);
             }
         }
         if failed.is_empty() {
             return;
         }
+        let last = batch.last().expect("batches are never empty").clone();
         let mut notices = Vec::new();
         for at in failed.into_iter().rev() {
             let sink = self.sinks.remove(at);
@@ -83,20 +108,27 @@ impl Fanout {
         for failure in notices.into_iter().rev() {
             let notice = ErrorFrame {
                 code: "sink_failed".into(),
-                message: format!("output {} failed and was detached: {}", failure.sink, failure.message),
+                message: format!(
+                    "output {} failed and was detached: {}",
+                    failure.sink, failure.message
+                ),
                 detail: String::new(),
                 terminal: false,
             };
             self.failures.push(failure);
-            let output = Output { kind: OutputKind::Error(Arc::new(notice)), ..output.clone() };
-            // Boxed because a sink may fail while hearing of another sink's failure.
-            Box::pin(self.send(output)).await;
+            self.pending.push(Output {
+                kind: OutputKind::Error(Arc::new(notice)),
+                ..last.clone()
+            });
         }
+        // Boxed because a sink may fail while hearing of another sink's failure.
+        Box::pin(self.flush()).await;
     }
 
     /// Closes every sink's queue and waits until each has written what it received.
     /// Returns every failure, including those found while closing.
     pub async fn close(mut self) -> Vec<SinkFailure> {
+        self.flush().await;
         for sink in std::mem::take(&mut self.sinks) {
             let AttachedSink { name, tx, task } = sink;
             drop(tx);
@@ -112,7 +144,10 @@ impl Fanout {
         drop(tx);
         Self::outcome(name.clone(), task)
             .await
-            .unwrap_or(SinkFailure { sink: name, message: "stopped reading".into() })
+            .unwrap_or(SinkFailure {
+                sink: name,
+                message: "stopped reading".into(),
+            })
     }
 
     async fn outcome(name: String, task: JoinHandle<Result<(), SinkError>>) -> Option<SinkFailure> {
@@ -122,6 +157,9 @@ impl Fanout {
             Err(join) => format!("crashed: {join}"),
         };
         tracing::error!(sink = %name, "output failed: {message}");
-        Some(SinkFailure { sink: name, message })
+        Some(SinkFailure {
+            sink: name,
+            message,
+        })
     }
 }

@@ -24,11 +24,13 @@ pub mod sink;
 pub mod timeline;
 
 pub use context::{ContextMessage, ContextRole, ContextToolCall, ModelContextProjection};
-pub use fanout::{Fanout, SinkFailure};
+pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use id::new_id;
 pub use log::{EventLog, LogEntry};
 pub use output::{CommittedEvent, Output, OutputKind};
-pub use provider::{ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream};
+pub use provider::{
+    ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream,
+};
 pub use run::{RunOutcome, RunRequest};
 pub use scripted::{Script, ScriptError, ScriptedProvider, Step};
 pub use session::{Session, done_status};

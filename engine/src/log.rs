@@ -30,7 +30,11 @@ impl LogEntry {
 
     /// This entry as a `backendEvent` frame.
     pub fn to_backend_frame(&self) -> BackendEventFrame {
-        BackendEventFrame { ordinal: self.ordinal, name: self.name().to_owned(), payload: Some(self.event.clone()) }
+        BackendEventFrame {
+            ordinal: self.ordinal,
+            name: self.name().to_owned(),
+            payload: Some(self.event.clone()),
+        }
     }
 }
 
@@ -47,7 +51,11 @@ impl EventLog {
 
     /// Appends `event` with the next ordinal and returns the stored entry.
     pub fn append(&mut self, event: Any) -> Arc<LogEntry> {
-        let entry = Arc::new(LogEntry { ordinal: self.last_ordinal() + 1, recorded_at_ms: now_ms(), event });
+        let entry = Arc::new(LogEntry {
+            ordinal: self.last_ordinal() + 1,
+            recorded_at_ms: now_ms(),
+            event,
+        });
         self.entries.push(Arc::clone(&entry));
         entry
     }
@@ -64,11 +72,16 @@ impl EventLog {
 
     /// The entries with ordinals `1..=ordinal`.
     pub fn up_to(&self, ordinal: u64) -> &[Arc<LogEntry>] {
-        let end = usize::try_from(ordinal).unwrap_or(usize::MAX).min(self.entries.len());
+        let end = usize::try_from(ordinal)
+            .unwrap_or(usize::MAX)
+            .min(self.entries.len());
         &self.entries[..end]
     }
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or_default()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
 }

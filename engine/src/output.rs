@@ -41,7 +41,11 @@ pub struct Output {
 
 impl Output {
     fn line<'a>(&'a self, frame: FrameRef<'a>) -> LineRef<'a> {
-        LineRef { session_id: &self.session_id, request_id: &self.request_id, frame }
+        LineRef {
+            session_id: &self.session_id,
+            request_id: &self.request_id,
+            frame,
+        }
     }
 
     /// Calls `write` with each `RpcLine` this output becomes, in order. Backend event frames
@@ -61,7 +65,10 @@ impl Output {
                     let backend = committed.entry.to_backend_frame();
                     write(self.line(FrameRef::BackendEvent(&backend)))?;
                 }
-                committed.ui_events.iter().try_for_each(|ui| write(self.line(FrameRef::UiEvent(ui))))
+                committed
+                    .ui_events
+                    .iter()
+                    .try_for_each(|ui| write(self.line(FrameRef::UiEvent(ui))))
             }
         }
     }

@@ -32,14 +32,26 @@ pub enum ProviderEvent {
     ReasoningDelta(String),
     TextDelta(String),
     /// The model began a tool call; `id` is the provider's call id.
-    ToolCallStarted { id: String, name: String },
-    ToolArgumentsDelta { id: String, delta: String },
+    ToolCallStarted {
+        id: String,
+        name: String,
+    },
+    ToolArgumentsDelta {
+        id: String,
+        delta: String,
+    },
     /// The tool call is complete; `arguments` is its whole JSON input.
-    ToolCallReady { id: String, name: String, arguments: String },
+    ToolCallReady {
+        id: String,
+        name: String,
+        arguments: String,
+    },
     /// Token counts so far (the newest report wins).
     Usage(UsageInfo),
     /// The reply is complete.
-    Finished { stop_reason: String },
+    Finished {
+        stop_reason: String,
+    },
 }
 
 /// Why a model call failed.

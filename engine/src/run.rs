@@ -6,12 +6,13 @@
 
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use reel_proto::chat::{
-    ChatProviderCallFinished, ChatProviderCallMetadataUpdated, ChatProviderCallStarted, ChatReasoningDelta,
-    ChatReasoningSegmentStarted, ChatRunFailed, ChatRunFinished, ChatRunStarted, ChatRunStopped, ChatTextDelta,
-    ChatTextSegmentStarted, ChatToolArgumentsDelta, ChatToolCallRequested, ChatToolCallStarted,
-    ChatUserMessageAccepted, CorrelationInfo, UsageInfo,
+    ChatProviderCallFinished, ChatProviderCallMetadataUpdated, ChatProviderCallStarted,
+    ChatReasoningDelta, ChatReasoningSegmentStarted, ChatRunFailed, ChatRunFinished,
+    ChatRunStarted, ChatRunStopped, ChatTextDelta, ChatTextSegmentStarted, ChatToolArgumentsDelta,
+    ChatToolCallRequested, ChatToolCallStarted, ChatUserMessageAccepted, CorrelationInfo,
+    UsageInfo,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -91,8 +92,11 @@ impl Session {
             },
         )
         .await;
-        let correlation =
-            CorrelationInfo { session_id: self.id().to_owned(), run_id: new_id(), ..Default::default() };
+        let correlation = CorrelationInfo {
+            session_id: self.id().to_owned(),
+            run_id: new_id(),
+            ..Default::default()
+        };
         self.append(
             &rid,
             ChatRunStarted {
@@ -114,7 +118,13 @@ impl Session {
         match &outcome {
             RunOutcome::Finished => {
                 let status = "finished".into();
-                let event = ChatRunFinished { message_id: user_message_id, status, duration_ms, correlation, ..Default::default() };
+                let event = ChatRunFinished {
+                    message_id: user_message_id,
+                    status,
+                    duration_ms,
+                    correlation,
+                    ..Default::default()
+                };
                 self.append(&rid, event).await
             }
             RunOutcome::Stopped => {
@@ -144,7 +154,10 @@ impl Session {
     async fn model_call(&mut self, request: &RunRequest<'_>, run: &CorrelationInfo) -> CallOutcome {
         let rid = &request.request_id;
         let mut call = CallState {
-            correlation: CorrelationInfo { provider_call_id: new_id(), ..run.clone() },
+            correlation: CorrelationInfo {
+                provider_call_id: new_id(),
+                ..run.clone()
+            },
             text_id: None,
             next_text_id: new_id(),
             reasoning_id: None,
@@ -166,19 +179,36 @@ impl Session {
         };
         let mut stream = request.provider.stream(model_request);
         loop {
-            let next = tokio::select! {
-                biased;
-                () = request.cancel.cancelled() => {
-                    // Dropping the stream aborts the provider's work at once.
-                    drop(stream);
-                    self.finish_call(rid, &call, "cancelled", "cancelled").await;
-                    return CallOutcome::Cancelled;
+            // Take what the model has ready without waiting; before waiting, hand everything
+            // recorded so far to the sinks, so readers see each delta as soon as it exists.
+            let ready = if request.cancel.is_cancelled() {
+                None
+            } else {
+                stream.next().now_or_never()
+            };
+            let next = match ready {
+                Some(next) => next,
+                None => {
+                    self.flush().await;
+                    tokio::select! {
+                        biased;
+                        () = request.cancel.cancelled() => {
+                            // Dropping the stream aborts the provider's work at once.
+                            drop(stream);
+                            self.finish_call(rid, &call, "cancelled", "cancelled").await;
+                            return CallOutcome::Cancelled;
+                        }
+                        next = stream.next() => next,
+                    }
                 }
-                next = stream.next() => next,
             };
             match next {
                 Some(Ok(ProviderEvent::Finished { stop_reason })) => {
-                    let class = if call.tool_calls.is_empty() { "completed" } else { "tool_calls" };
+                    let class = if call.tool_calls.is_empty() {
+                        "completed"
+                    } else {
+                        "tool_calls"
+                    };
                     self.finish_call(rid, &call, &stop_reason, class).await;
                     return CallOutcome::Completed;
                 }
@@ -189,7 +219,9 @@ impl Session {
                 }
                 None => {
                     self.finish_call(rid, &call, "error", "error").await;
-                    return CallOutcome::Failed("the model's reply ended before it was complete".into());
+                    return CallOutcome::Failed(
+                        "the model's reply ended before it was complete".into(),
+                    );
                 }
             }
         }
@@ -209,7 +241,10 @@ impl Session {
                             role: "assistant".into(),
                             status: "streaming".into(),
                             streaming: true,
-                            correlation: Some(CorrelationInfo { segment_id: id.clone(), ..call.correlation.clone() }),
+                            correlation: Some(CorrelationInfo {
+                                segment_id: id.clone(),
+                                ..call.correlation.clone()
+                            }),
                             ..Default::default()
                         };
                         self.append(rid, started).await;
@@ -230,7 +265,10 @@ impl Session {
                             role: "thinking".into(),
                             status: "streaming".into(),
                             streaming: true,
-                            correlation: Some(CorrelationInfo { segment_id: id.clone(), ..call.correlation.clone() }),
+                            correlation: Some(CorrelationInfo {
+                                segment_id: id.clone(),
+                                ..call.correlation.clone()
+                            }),
                             parent_message_id: call.next_text_id.clone(),
                             ..Default::default()
                         };
@@ -239,7 +277,8 @@ impl Session {
                         id
                     }
                 };
-                self.append(rid, ChatReasoningDelta { message_id, text }).await;
+                self.append(rid, ChatReasoningDelta { message_id, text })
+                    .await;
             }
             ProviderEvent::ToolCallStarted { id, name } => {
                 let message_id = new_id();
@@ -248,7 +287,10 @@ impl Session {
                     message_id,
                     tool_name: name,
                     status: "streaming_args".into(),
-                    correlation: Some(CorrelationInfo { tool_call_id: id.clone(), ..call.correlation.clone() }),
+                    correlation: Some(CorrelationInfo {
+                        tool_call_id: id.clone(),
+                        ..call.correlation.clone()
+                    }),
                     tool_call_id: id,
                     ..Default::default()
                 };
@@ -256,16 +298,34 @@ impl Session {
             }
             ProviderEvent::ToolArgumentsDelta { id, delta } => {
                 let message_id = call.tool_calls.entry(id).or_insert_with(new_id).clone();
-                self.append(rid, ChatToolArgumentsDelta { message_id, arguments: delta }).await;
+                self.append(
+                    rid,
+                    ChatToolArgumentsDelta {
+                        message_id,
+                        arguments: delta,
+                    },
+                )
+                .await;
             }
-            ProviderEvent::ToolCallReady { id, name, arguments } => {
-                let message_id = call.tool_calls.entry(id.clone()).or_insert_with(new_id).clone();
+            ProviderEvent::ToolCallReady {
+                id,
+                name,
+                arguments,
+            } => {
+                let message_id = call
+                    .tool_calls
+                    .entry(id.clone())
+                    .or_insert_with(new_id)
+                    .clone();
                 let requested = ChatToolCallRequested {
                     message_id,
                     tool_name: name,
                     input: arguments,
                     status: "pending".into(),
-                    correlation: Some(CorrelationInfo { tool_call_id: id.clone(), ..call.correlation.clone() }),
+                    correlation: Some(CorrelationInfo {
+                        tool_call_id: id.clone(),
+                        ..call.correlation.clone()
+                    }),
                     tool_call_id: id,
                     ..Default::default()
                 };
@@ -284,7 +344,13 @@ impl Session {
         }
     }
 
-    async fn finish_call(&mut self, rid: &Arc<str>, call: &CallState, stop_reason: &str, finish_class: &str) {
+    async fn finish_call(
+        &mut self,
+        rid: &Arc<str>,
+        call: &CallState,
+        stop_reason: &str,
+        finish_class: &str,
+    ) {
         let finished = ChatProviderCallFinished {
             stop_reason: stop_reason.to_owned(),
             finish_class: finish_class.to_owned(),

@@ -86,7 +86,10 @@ pub struct ScriptToolCall {
 #[derive(Debug, thiserror::Error)]
 pub enum ScriptError {
     #[error("cannot read script {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("invalid script {path}: {message}")]
     Parse { path: String, message: String },
 }
@@ -94,13 +97,19 @@ pub enum ScriptError {
 impl Script {
     /// Parses a YAML script; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ScriptError> {
-        serde_saphyr::from_str(text).map_err(|e| ScriptError::Parse { path: origin.to_owned(), message: e.to_string() })
+        serde_saphyr::from_str(text).map_err(|e| ScriptError::Parse {
+            path: origin.to_owned(),
+            message: e.to_string(),
+        })
     }
 
     /// Reads and parses a YAML script file.
     pub fn load(path: &Path) -> Result<Self, ScriptError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read { path: origin.clone(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
+            path: origin.clone(),
+            source,
+        })?;
         Self::parse(&text, &origin)
     }
 }
@@ -121,7 +130,10 @@ impl ScriptedProvider {
 
     /// A provider that plays `script`.
     pub fn new(script: Script) -> Self {
-        Self { script: Some(script), calls: AtomicUsize::new(0) }
+        Self {
+            script: Some(script),
+            calls: AtomicUsize::new(0),
+        }
     }
 }
 
@@ -155,7 +167,10 @@ fn echo_steps(request: &ModelRequest) -> Vec<Step> {
         .find(|m| m.role == ContextRole::User)
         .map(|m| m.text.as_str())
         .unwrap_or_default();
-    prompt.split_inclusive(char::is_whitespace).map(|word| Step::Text(word.to_owned())).collect()
+    prompt
+        .split_inclusive(char::is_whitespace)
+        .map(|word| Step::Text(word.to_owned()))
+        .collect()
 }
 
 /// Where a playing turn is.
@@ -188,9 +203,18 @@ fn play(steps: Vec<Step>) -> ProviderStream {
                 Some(Step::SleepMs(ms)) => tokio::time::sleep(Duration::from_millis(ms)).await,
                 Some(step) => playback.expand(step),
                 None => {
-                    let default = if playback.made_tool_call { "tool_calls" } else { "stop" };
-                    let stop_reason = playback.stop_reason.take().unwrap_or_else(|| default.to_owned());
-                    playback.pending.push_back(Ok(ProviderEvent::Finished { stop_reason }));
+                    let default = if playback.made_tool_call {
+                        "tool_calls"
+                    } else {
+                        "stop"
+                    };
+                    let stop_reason = playback
+                        .stop_reason
+                        .take()
+                        .unwrap_or_else(|| default.to_owned());
+                    playback
+                        .pending
+                        .push_back(Ok(ProviderEvent::Finished { stop_reason }));
                     playback.done = true;
                 }
             }
@@ -213,14 +237,28 @@ impl Playback {
             }))),
             Step::ToolCall(call) => {
                 self.made_tool_call = true;
-                let arguments = if call.arguments.is_null() { "{}".to_owned() } else { call.arguments.to_string() };
-                pending.push_back(Ok(ProviderEvent::ToolCallStarted { id: call.id.clone(), name: call.name.clone() }));
+                let arguments = if call.arguments.is_null() {
+                    "{}".to_owned()
+                } else {
+                    call.arguments.to_string()
+                };
+                pending.push_back(Ok(ProviderEvent::ToolCallStarted {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                }));
                 let chars: Vec<char> = arguments.chars().collect();
                 for chunk in chars.chunks(ARGUMENT_CHUNK_CHARS) {
                     let delta = chunk.iter().collect();
-                    pending.push_back(Ok(ProviderEvent::ToolArgumentsDelta { id: call.id.clone(), delta }));
+                    pending.push_back(Ok(ProviderEvent::ToolArgumentsDelta {
+                        id: call.id.clone(),
+                        delta,
+                    }));
                 }
-                pending.push_back(Ok(ProviderEvent::ToolCallReady { id: call.id, name: call.name, arguments }));
+                pending.push_back(Ok(ProviderEvent::ToolCallReady {
+                    id: call.id,
+                    name: call.name,
+                    arguments,
+                }));
             }
             Step::StopReason(reason) => self.stop_reason = Some(reason),
             Step::Error(message) => {

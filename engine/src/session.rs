@@ -76,33 +76,71 @@ impl Session {
         let ui_events = self.timeline.apply(&entry);
         self.context.apply(&entry);
         let ordinal = entry.ordinal;
-        self.emit(request_id, OutputKind::Event(Arc::new(CommittedEvent { entry, ui_events }))).await;
+        self.emit(
+            request_id,
+            OutputKind::Event(Arc::new(CommittedEvent { entry, ui_events })),
+        )
+        .await;
         ordinal
     }
 
-    /// Sends a protocol frame that is not a log event to every sink.
+    /// Sends an output to every sink. Frames that are not log events (hello, snapshots, errors,
+    /// done) mark boundaries a reader waits for, so they are delivered at once.
     pub async fn emit(&mut self, request_id: &Arc<str>, kind: OutputKind) {
-        let output = Output { session_id: Arc::clone(&self.id), request_id: Arc::clone(request_id), kind };
+        let boundary = !matches!(kind, OutputKind::Event(_));
+        let output = Output {
+            session_id: Arc::clone(&self.id),
+            request_id: Arc::clone(request_id),
+            kind,
+        };
         self.outputs.send(output).await;
+        if boundary {
+            self.outputs.flush().await;
+        }
+    }
+
+    /// Delivers every output produced so far to the sinks. Call it before waiting for anything.
+    pub async fn flush(&mut self) {
+        self.outputs.flush().await;
     }
 
     pub async fn emit_hello(&mut self, request_id: &Arc<str>, hello: HelloFrame) {
-        self.emit(request_id, OutputKind::Hello(Arc::new(hello))).await;
+        self.emit(request_id, OutputKind::Hello(Arc::new(hello)))
+            .await;
     }
 
     /// Sends the timeline as of the newest event.
     pub async fn emit_snapshot(&mut self, request_id: &Arc<str>) {
         let snapshot = self.timeline.snapshot();
-        self.emit(request_id, OutputKind::Snapshot(Arc::new(snapshot))).await;
+        self.emit(request_id, OutputKind::Snapshot(Arc::new(snapshot)))
+            .await;
     }
 
-    pub async fn emit_error(&mut self, request_id: &Arc<str>, code: &str, message: &str, terminal: bool) {
-        let error = ErrorFrame { code: code.into(), message: message.into(), detail: String::new(), terminal };
-        self.emit(request_id, OutputKind::Error(Arc::new(error))).await;
+    pub async fn emit_error(
+        &mut self,
+        request_id: &Arc<str>,
+        code: &str,
+        message: &str,
+        terminal: bool,
+    ) {
+        let error = ErrorFrame {
+            code: code.into(),
+            message: message.into(),
+            detail: String::new(),
+            terminal,
+        };
+        self.emit(request_id, OutputKind::Error(Arc::new(error)))
+            .await;
     }
 
     pub async fn emit_done(&mut self, request_id: &Arc<str>, status: &str) {
-        self.emit(request_id, OutputKind::Done(Arc::new(DoneFrame { status: status.into() }))).await;
+        self.emit(
+            request_id,
+            OutputKind::Done(Arc::new(DoneFrame {
+                status: status.into(),
+            })),
+        )
+        .await;
     }
 
     /// Closes the sinks, waits until each has written everything, and returns the failures.

@@ -1,13 +1,13 @@
 //! The `Sink` trait: an independent consumer of a session's outputs.
 //!
-//! Like a vector sink, a sink owns its loop: it receives [`Output`]s in order from a bounded
-//! channel and decides itself how to batch and flush. The channel is bounded, so a slow sink
+//! Like a vector sink, a sink owns its loop: it receives batches of [`Output`]s in order from a
+//! bounded channel and decides itself how to batch and flush. The channel is bounded, so a slow sink
 //! slows the session (back-pressure) instead of losing or buffering without limit. A sink that
 //! returns an error is detached; the others carry on.
 
 use tokio::sync::mpsc;
 
-use crate::output::Output;
+use crate::fanout::OutputBatch;
 
 /// Why a sink stopped.
 #[derive(Debug, thiserror::Error)]
@@ -26,5 +26,5 @@ pub trait Sink: Send + 'static {
 
     /// Consumes outputs until the channel closes, then flushes. Returning `Ok` means everything
     /// received was written.
-    async fn run(self: Box<Self>, input: mpsc::Receiver<Output>) -> Result<(), SinkError>;
+    async fn run(self: Box<Self>, input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError>;
 }

@@ -15,8 +15,9 @@ use std::collections::HashMap;
 use reel_proto::{
     Any,
     chat::{
-        ChatMessageEntity, ChatReasoningPatch, ChatReasoningSegmentFinished, ChatStreamPatchMode, ChatTextPatch,
-        ChatTextSegmentFinished, ChatToolArgumentsPatch, CorrelationInfo, ToolCallEntity, ToolResultEntity,
+        ChatMessageEntity, ChatReasoningPatch, ChatReasoningSegmentFinished, ChatStreamPatchMode,
+        ChatTextPatch, ChatTextSegmentFinished, ChatToolArgumentsPatch, CorrelationInfo,
+        ToolCallEntity, ToolResultEntity,
     },
     rpc::{SnapshotEntity, SnapshotFrame, UiEventFrame},
 };
@@ -86,18 +87,28 @@ impl TimelineProjection {
 
     /// The timeline as of [`Self::last_ordinal`].
     pub fn snapshot(&self) -> SnapshotFrame {
-        SnapshotFrame { snapshot_ordinal: self.last_ordinal, entities: self.entities.clone() }
+        SnapshotFrame {
+            snapshot_ordinal: self.last_ordinal,
+            entities: self.entities.clone(),
+        }
     }
 
     /// Folds one log entry in and returns the ui events it produces, in order.
     pub fn apply(&mut self, entry: &LogEntry) -> Vec<UiEventFrame> {
-        let mut out = UiEvents { ordinal: entry.ordinal, events: Vec::with_capacity(1) };
+        let mut out = UiEvents {
+            ordinal: entry.ordinal,
+            events: Vec::with_capacity(1),
+        };
         self.last_ordinal = entry.ordinal;
         match &entry.event {
             Any::ChatUserMessageAccepted(m) => {
                 let entity = ChatMessageEntity {
                     message_id: m.message_id.clone(),
-                    role: if m.role.is_empty() { "user".into() } else { m.role.clone() },
+                    role: if m.role.is_empty() {
+                        "user".into()
+                    } else {
+                        m.role.clone()
+                    },
                     prompt: m.prompt.clone(),
                     text: m.text.clone(),
                     content: m.content.clone(),
@@ -109,7 +120,9 @@ impl TimelineProjection {
                 self.insert(KIND_MESSAGE, &m.message_id, entry.ordinal, entity.into());
                 out.push(&entry.event);
             }
-            Any::ChatRunStarted(_) | Any::ChatProviderCallMetadataUpdated(_) => out.push(&entry.event),
+            Any::ChatRunStarted(_) | Any::ChatProviderCallMetadataUpdated(_) => {
+                out.push(&entry.event)
+            }
             Any::ChatProviderCallStarted(call) => {
                 self.call = call.correlation.clone();
                 out.push(&entry.event);
@@ -126,7 +139,13 @@ impl TimelineProjection {
                     correlation: s.correlation.clone(),
                     ..Default::default()
                 };
-                self.open(StreamKind::Text, &s.message_id, entry.ordinal, KIND_MESSAGE, entity.into());
+                self.open(
+                    StreamKind::Text,
+                    &s.message_id,
+                    entry.ordinal,
+                    KIND_MESSAGE,
+                    entity.into(),
+                );
                 out.push(&entry.event);
             }
             Any::ChatReasoningSegmentStarted(s) => {
@@ -142,11 +161,21 @@ impl TimelineProjection {
                     correlation: s.correlation.clone(),
                     ..Default::default()
                 };
-                self.open(StreamKind::Reasoning, &s.message_id, entry.ordinal, KIND_MESSAGE, entity.into());
+                self.open(
+                    StreamKind::Reasoning,
+                    &s.message_id,
+                    entry.ordinal,
+                    KIND_MESSAGE,
+                    entity.into(),
+                );
                 out.push(&entry.event);
             }
-            Any::ChatTextDelta(d) => self.text_delta(&mut out, &d.message_id, &d.text, StreamKind::Text),
-            Any::ChatReasoningDelta(d) => self.text_delta(&mut out, &d.message_id, &d.text, StreamKind::Reasoning),
+            Any::ChatTextDelta(d) => {
+                self.text_delta(&mut out, &d.message_id, &d.text, StreamKind::Text)
+            }
+            Any::ChatReasoningDelta(d) => {
+                self.text_delta(&mut out, &d.message_id, &d.text, StreamKind::Reasoning)
+            }
             Any::ChatToolCallStarted(t) => {
                 let entity = ToolCallEntity {
                     message_id: t.message_id.clone(),
@@ -157,11 +186,20 @@ impl TimelineProjection {
                     correlation: t.correlation.clone().or_else(|| self.call.clone()),
                     ..Default::default()
                 };
-                self.tool_calls.insert(t.tool_call_id.clone(), t.message_id.clone());
-                self.open(StreamKind::ToolArguments, &t.message_id, entry.ordinal, KIND_TOOL_CALL, entity.into());
+                self.tool_calls
+                    .insert(t.tool_call_id.clone(), t.message_id.clone());
+                self.open(
+                    StreamKind::ToolArguments,
+                    &t.message_id,
+                    entry.ordinal,
+                    KIND_TOOL_CALL,
+                    entity.into(),
+                );
                 out.push(&entry.event);
             }
-            Any::ChatToolArgumentsDelta(d) => self.arguments_delta(&mut out, &d.message_id, &d.arguments),
+            Any::ChatToolArgumentsDelta(d) => {
+                self.arguments_delta(&mut out, &d.message_id, &d.arguments)
+            }
             Any::ChatToolCallRequested(t) => {
                 self.close_stream(&t.message_id);
                 if !self.index.contains_key(&t.message_id) {
@@ -172,7 +210,8 @@ impl TimelineProjection {
                         correlation: t.correlation.clone().or_else(|| self.call.clone()),
                         ..Default::default()
                     };
-                    self.tool_calls.insert(t.tool_call_id.clone(), t.message_id.clone());
+                    self.tool_calls
+                        .insert(t.tool_call_id.clone(), t.message_id.clone());
                     self.insert(KIND_TOOL_CALL, &t.message_id, entry.ordinal, entity.into());
                 }
                 self.update_tool_call(&t.message_id, entry.ordinal, |call| {
@@ -182,7 +221,9 @@ impl TimelineProjection {
                 out.push(&entry.event);
             }
             Any::ChatToolExecutionStarted(t) => {
-                self.update_tool_call(&t.message_id, entry.ordinal, |call| call.status = "executing".into());
+                self.update_tool_call(&t.message_id, entry.ordinal, |call| {
+                    call.status = "executing".into()
+                });
                 out.push(&entry.event);
             }
             Any::ChatToolResultReady(r) => {
@@ -195,11 +236,20 @@ impl TimelineProjection {
                     is_error: r.is_error,
                     correlation: r.correlation.clone(),
                 };
-                self.insert(KIND_TOOL_RESULT, &r.message_id, entry.ordinal, entity.into());
+                self.insert(
+                    KIND_TOOL_RESULT,
+                    &r.message_id,
+                    entry.ordinal,
+                    entity.into(),
+                );
                 out.push(&entry.event);
             }
             Any::ChatToolCallFinished(f) => {
-                let status = if f.status.is_empty() { "completed".to_owned() } else { f.status.clone() };
+                let status = if f.status.is_empty() {
+                    "completed".to_owned()
+                } else {
+                    f.status.clone()
+                };
                 self.update_tool_call(&f.message_id, entry.ordinal, |call| call.status = status);
                 out.push(&entry.event);
             }
@@ -253,7 +303,10 @@ impl TimelineProjection {
             // A repeated id replaces the entity but keeps its place and creation ordinal.
             Some(&at) => {
                 let created_ordinal = self.entities[at].created_ordinal;
-                self.entities[at] = SnapshotEntity { created_ordinal, ..entity };
+                self.entities[at] = SnapshotEntity {
+                    created_ordinal,
+                    ..entity
+                };
             }
             None => {
                 self.index.insert(id.to_owned(), self.entities.len());
@@ -265,7 +318,14 @@ impl TimelineProjection {
     fn open(&mut self, kind: StreamKind, id: &str, ordinal: u64, entity_kind: &str, payload: Any) {
         self.close_stream(id);
         self.insert(entity_kind, id, ordinal, payload);
-        self.streams.push((id.to_owned(), OpenStream { kind, sequence: 0, chars: 0 }));
+        self.streams.push((
+            id.to_owned(),
+            OpenStream {
+                kind,
+                sequence: 0,
+                chars: 0,
+            },
+        ));
     }
 
     fn close_stream(&mut self, id: &str) -> Option<OpenStream> {
@@ -279,8 +339,17 @@ impl TimelineProjection {
         entity.payload.as_mut()
     }
 
-    fn update_tool_call(&mut self, id: &str, ordinal: u64, change: impl FnOnce(&mut ToolCallEntity)) {
-        let id = self.tool_calls.get(id).cloned().unwrap_or_else(|| id.to_owned());
+    fn update_tool_call(
+        &mut self,
+        id: &str,
+        ordinal: u64,
+        change: impl FnOnce(&mut ToolCallEntity),
+    ) {
+        let id = self
+            .tool_calls
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| id.to_owned());
         if let Some(Any::ToolCallEntity(call)) = self.entity_mut(&id, ordinal) {
             change(call);
         }
@@ -290,7 +359,11 @@ impl TimelineProjection {
     /// one implicitly, so no streamed text is ever dropped from the timeline.
     fn stream_state(&mut self, out: &mut UiEvents, id: &str, kind: StreamKind) -> &mut OpenStream {
         if !self.streams.iter().any(|(open, _)| open == id) {
-            let role = if kind == StreamKind::Reasoning { "thinking" } else { "assistant" };
+            let role = if kind == StreamKind::Reasoning {
+                "thinking"
+            } else {
+                "assistant"
+            };
             let started: Any = match kind {
                 StreamKind::Reasoning => reel_proto::chat::ChatReasoningSegmentStarted {
                     message_id: id.to_owned(),
@@ -316,14 +389,23 @@ impl TimelineProjection {
                 role: role.into(),
                 status: "streaming".into(),
                 streaming: true,
-                segment_type: if kind == StreamKind::Reasoning { "reasoning" } else { "text" }.into(),
+                segment_type: if kind == StreamKind::Reasoning {
+                    "reasoning"
+                } else {
+                    "text"
+                }
+                .into(),
                 correlation: self.call.clone(),
                 ..Default::default()
             };
             self.open(kind, id, out.ordinal, KIND_MESSAGE, entity.into());
             out.push(&started);
         }
-        let at = self.streams.iter().rposition(|(open, _)| open == id).expect("opened above");
+        let at = self
+            .streams
+            .iter()
+            .rposition(|(open, _)| open == id)
+            .expect("opened above");
         &mut self.streams[at].1
     }
 
@@ -416,7 +498,9 @@ impl TimelineProjection {
     }
 
     fn finish_stream(&mut self, out: &mut UiEvents, id: &str, status: &str, finish_reason: &str) {
-        let Some(stream) = self.close_stream(id) else { return };
+        let Some(stream) = self.close_stream(id) else {
+            return;
+        };
         let ordinal = out.ordinal;
         let finished: Option<Any> = match self.entity_mut(id, ordinal) {
             Some(Any::ChatMessageEntity(m)) => {
@@ -476,6 +560,10 @@ impl UiEvents {
 
     fn push_owned(&mut self, payload: Any) {
         let name = payload.type_name().to_owned();
-        self.events.push(UiEventFrame { ordinal: self.ordinal, name, payload: Some(payload) });
+        self.events.push(UiEventFrame {
+            ordinal: self.ordinal,
+            name,
+            payload: Some(payload),
+        });
     }
 }

@@ -22,11 +22,14 @@ pub const TYPE_URL_PREFIX: &str = "type.googleapis.com/";
 macro_rules! chat_payloads {
     ($($name:ident),* $(,)?) => {
         /// A `google.protobuf.Any` holding one `reel.chat.v1` message.
+        ///
+        /// Variants are boxed: the log keeps one `Any` per event, and unboxed every event would
+        /// take the size of the largest message (hundreds of bytes) even for a 5-byte delta.
         #[derive(Clone, PartialEq, Debug)]
         pub enum Any {
             $(
                 #[allow(missing_docs)]
-                $name(chat::$name),
+                $name(Box<chat::$name>),
             )*
             /// A payload of a type this build does not know, kept as raw protobuf bytes.
             Unknown { type_url: String, value: Vec<u8> },
@@ -35,7 +38,7 @@ macro_rules! chat_payloads {
         $(
             impl From<chat::$name> for Any {
                 fn from(message: chat::$name) -> Self {
-                    Any::$name(message)
+                    Any::$name(Box::new(message))
                 }
             }
         )*
@@ -78,7 +81,7 @@ macro_rules! chat_payloads {
             fn from_parts(type_url: String, value: Vec<u8>) -> Result<Self, DecodeError> {
                 let name = type_url.strip_prefix(TYPE_URL_PREFIX).and_then(|n| n.strip_prefix("reel.chat.v1."));
                 match name {
-                    $(Some(stringify!($name)) => Ok(Any::$name(chat::$name::decode(value.as_slice())?)),)*
+                    $(Some(stringify!($name)) => Ok(Any::$name(Box::new(chat::$name::decode(value.as_slice())?))),)*
                     _ => Ok(Any::Unknown { type_url, value }),
                 }
             }
@@ -96,7 +99,7 @@ macro_rules! chat_payloads {
             fn from_json_fields(type_url: &str, fields: serde_json::Value) -> Result<Self, serde_json::Error> {
                 let name = type_url.strip_prefix(TYPE_URL_PREFIX).and_then(|n| n.strip_prefix("reel.chat.v1."));
                 match name {
-                    $(Some(stringify!($name)) => Ok(Any::$name(serde_json::from_value(fields)?)),)*
+                    $(Some(stringify!($name)) => Ok(Any::$name(Box::new(serde_json::from_value(fields)?))),)*
                     _ => Err(serde_json::Error::custom(format!("unknown Any type {type_url:?}"))),
                 }
             }
@@ -108,7 +111,10 @@ include!(concat!(env!("OUT_DIR"), "/chat_payloads.rs"));
 
 impl Default for Any {
     fn default() -> Self {
-        Any::Unknown { type_url: String::new(), value: Vec::new() }
+        Any::Unknown {
+            type_url: String::new(),
+            value: Vec::new(),
+        }
     }
 }
 
@@ -167,10 +173,13 @@ impl Message for Any {
         let value_len = self.value_len();
         let mut len = 0;
         if !type_url.is_empty() {
-            len += encoding::key_len(1) + encoding::encoded_len_varint(type_url.len() as u64) + type_url.len();
+            len += encoding::key_len(1)
+                + encoding::encoded_len_varint(type_url.len() as u64)
+                + type_url.len();
         }
         if value_len > 0 {
-            len += encoding::key_len(2) + encoding::encoded_len_varint(value_len as u64) + value_len;
+            len +=
+                encoding::key_len(2) + encoding::encoded_len_varint(value_len as u64) + value_len;
         }
         len
     }
@@ -193,7 +202,8 @@ impl<'de> Deserialize<'de> for Any {
             Some(serde_json::Value::String(url)) => url,
             _ => return Err(D::Error::custom("Any without a string \"@type\"")),
         };
-        Any::from_json_fields(&type_url, serde_json::Value::Object(fields)).map_err(D::Error::custom)
+        Any::from_json_fields(&type_url, serde_json::Value::Object(fields))
+            .map_err(D::Error::custom)
     }
 }
 
@@ -211,7 +221,11 @@ impl<M: serde::ser::SerializeMap> serde::ser::SerializeStruct for TaggedFields<M
     type Ok = M::Ok;
     type Error = M::Error;
 
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Self::Error> {
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Self::Error> {
         self.0.serialize_entry(key, value)
     }
 
@@ -241,7 +255,11 @@ impl<S: Serializer> Serializer for TypeTagged<'_, S> {
     type SerializeStruct = TaggedFields<S::SerializeMap>;
     type SerializeStructVariant = serde::ser::Impossible<S::Ok, S::Error>;
 
-    fn serialize_struct(self, _name: &'static str, len: usize) -> Result<Self::SerializeStruct, S::Error> {
+    fn serialize_struct(
+        self,
+        _name: &'static str,
+        len: usize,
+    ) -> Result<Self::SerializeStruct, S::Error> {
         use serde::ser::SerializeMap;
         let mut map = self.inner.serialize_map(Some(len + 1))?;
         map.serialize_entry("@type", self.type_url)?;
@@ -260,7 +278,11 @@ impl<S: Serializer> Serializer for TypeTagged<'_, S> {
     fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<S::Ok, S::Error> {
         not_a_message()
     }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, _: &T) -> Result<S::Ok, S::Error> {
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: &T,
+    ) -> Result<S::Ok, S::Error> {
         not_a_message()
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -278,7 +300,11 @@ impl<S: Serializer> Serializer for TypeTagged<'_, S> {
     fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, S::Error> {
         not_a_message()
     }
-    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, S::Error> {
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleStruct, S::Error> {
         not_a_message()
     }
     fn serialize_tuple_variant(

@@ -12,23 +12,36 @@ use std::io;
 use serde::{Serialize, Serializer, ser::SerializeStruct};
 use serde_json::ser::Formatter;
 
-use crate::rpc::{self, BackendEventFrame, DoneFrame, ErrorFrame, HelloFrame, SnapshotFrame, UiEventFrame};
+use crate::rpc::{
+    self, BackendEventFrame, DoneFrame, ErrorFrame, HelloFrame, SnapshotFrame, UiEventFrame,
+};
 
 /// A compact JSON formatter that escapes the two Unicode line separators.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LineSafeFormatter;
 
 impl Formatter for LineSafeFormatter {
-    fn write_string_fragment<W: ?Sized + io::Write>(&mut self, writer: &mut W, fragment: &str) -> io::Result<()> {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
         // U+2028 / U+2029 are E2 80 A8 / E2 80 A9 in UTF-8; 0xE2 is rare in most text.
         let bytes = fragment.as_bytes();
         let mut start = 0;
         let mut i = 0;
         while let Some(pos) = bytes[i..].iter().position(|&b| b == 0xE2) {
             let at = i + pos;
-            if bytes.len() >= at + 3 && bytes[at + 1] == 0x80 && (bytes[at + 2] == 0xA8 || bytes[at + 2] == 0xA9) {
+            if bytes.len() >= at + 3
+                && bytes[at + 1] == 0x80
+                && (bytes[at + 2] == 0xA8 || bytes[at + 2] == 0xA9)
+            {
                 writer.write_all(&bytes[start..at])?;
-                writer.write_all(if bytes[at + 2] == 0xA8 { b"\\u2028" } else { b"\\u2029" })?;
+                writer.write_all(if bytes[at + 2] == 0xA8 {
+                    b"\\u2028"
+                } else {
+                    b"\\u2029"
+                })?;
                 start = at + 3;
             }
             i = at + 1;
@@ -75,7 +88,8 @@ pub struct LineRef<'a> {
 
 impl Serialize for LineRef<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let len = 2 + usize::from(!self.session_id.is_empty()) + usize::from(!self.request_id.is_empty());
+        let len =
+            2 + usize::from(!self.session_id.is_empty()) + usize::from(!self.request_id.is_empty());
         let mut line = serializer.serialize_struct("reel.rpc.v1.RpcLine", len)?;
         line.serialize_field("version", &rpc::PROTOCOL_VERSION)?;
         if !self.session_id.is_empty() {

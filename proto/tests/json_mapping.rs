@@ -3,7 +3,10 @@
 use prost::Message;
 use reel_proto::{
     Any,
-    chat::{ChatStreamPatchMode, ChatTextPatch, ChatToolCallRequested, ChatUserMessageAccepted, CorrelationInfo},
+    chat::{
+        ChatStreamPatchMode, ChatTextPatch, ChatToolCallRequested, ChatUserMessageAccepted,
+        CorrelationInfo,
+    },
     json::{self, FrameRef, LineRef},
     rpc::{self, RpcLine, RpcRequestLine, rpc_line::Frame},
 };
@@ -18,14 +21,22 @@ fn patch() -> Any {
         text: "Hello".into(),
         mode: ChatStreamPatchMode::Append as i32,
         status: "streaming".into(),
-        correlation: Some(CorrelationInfo { run_id: "run-1".into(), ..Default::default() }),
+        correlation: Some(CorrelationInfo {
+            run_id: "run-1".into(),
+            ..Default::default()
+        }),
         ..Default::default()
     }
     .into()
 }
 
 fn line(frame: Frame) -> RpcLine {
-    RpcLine { version: 1, session_id: "s1".into(), request_id: "r1".into(), frame: Some(frame) }
+    RpcLine {
+        version: 1,
+        session_id: "s1".into(),
+        request_id: "r1".into(),
+        frame: Some(frame),
+    }
 }
 
 fn every_frame() -> Vec<RpcLine> {
@@ -44,15 +55,19 @@ fn every_frame() -> Vec<RpcLine> {
                 created_ordinal: 1,
                 last_event_ordinal: 42,
                 tombstone: false,
-                payload: Some(Any::ChatMessageEntity(reel_proto::chat::ChatMessageEntity {
+                payload: Some(Any::ChatMessageEntity(Box::new(reel_proto::chat::ChatMessageEntity {
                     message_id: "m1".into(),
                     role: "user".into(),
                     text: "hi".into(),
                     ..Default::default()
-                })),
+                }))),
             }],
         })),
-        line(Frame::UiEvent(rpc::UiEventFrame { ordinal: 7, name: "ChatTextPatch".into(), payload: Some(patch()) })),
+        line(Frame::UiEvent(rpc::UiEventFrame {
+            ordinal: 7,
+            name: "ChatTextPatch".into(),
+            payload: Some(patch()),
+        })),
         line(Frame::BackendEvent(rpc::BackendEventFrame {
             ordinal: 8,
             name: "ChatToolCallRequested".into(),
@@ -72,7 +87,9 @@ fn every_frame() -> Vec<RpcLine> {
             detail: String::new(),
             terminal: true,
         })),
-        line(Frame::Done(rpc::DoneFrame { status: "ok".into() })),
+        line(Frame::Done(rpc::DoneFrame {
+            status: "ok".into(),
+        })),
     ]
 }
 
@@ -90,7 +107,11 @@ fn every_frame_kind_round_trips_through_json() {
 
 #[test]
 fn canonical_json_shape() {
-    let frame = line(Frame::UiEvent(rpc::UiEventFrame { ordinal: 7, name: "ChatTextPatch".into(), payload: Some(patch()) }));
+    let frame = line(Frame::UiEvent(rpc::UiEventFrame {
+        ordinal: 7,
+        name: "ChatTextPatch".into(),
+        payload: Some(patch()),
+    }));
     let value: Value = serde_json::from_str(&json::to_string(&frame).unwrap()).unwrap();
     assert_eq!(
         value,
@@ -122,14 +143,27 @@ fn canonical_json_shape() {
 
 #[test]
 fn unset_fields_are_omitted() {
-    let frame = line(Frame::Done(rpc::DoneFrame { status: String::new() }));
-    assert_eq!(json::to_string(&frame).unwrap(), r#"{"version":1,"sessionId":"s1","requestId":"r1","done":{}}"#);
+    let frame = line(Frame::Done(rpc::DoneFrame {
+        status: String::new(),
+    }));
+    assert_eq!(
+        json::to_string(&frame).unwrap(),
+        r#"{"version":1,"sessionId":"s1","requestId":"r1","done":{}}"#
+    );
 }
 
 #[test]
 fn line_separators_are_escaped() {
-    let accepted: Any = ChatUserMessageAccepted { text: "a\u{2028}b\u{2029}c\u{e2}".into(), ..Default::default() }.into();
-    let frame = line(Frame::UiEvent(rpc::UiEventFrame { ordinal: 1, name: "x".into(), payload: Some(accepted) }));
+    let accepted: Any = ChatUserMessageAccepted {
+        text: "a\u{2028}b\u{2029}c\u{e2}".into(),
+        ..Default::default()
+    }
+    .into();
+    let frame = line(Frame::UiEvent(rpc::UiEventFrame {
+        ordinal: 1,
+        name: "x".into(),
+        payload: Some(accepted),
+    }));
     let text = json::to_string(&frame).unwrap();
     assert!(text.contains(r"a\u2028b\u2029c"), "{text}");
     assert!(!text.contains('\u{2028}') && !text.contains('\u{2029}'));
@@ -149,10 +183,17 @@ fn borrowed_lines_serialize_exactly_as_owned_ones() {
             Frame::Done(f) => FrameRef::Done(f),
         };
         for (session_id, request_id) in [("s1", "r1"), ("", "")] {
-            let borrowed = LineRef { session_id, request_id, frame };
+            let borrowed = LineRef {
+                session_id,
+                request_id,
+                frame,
+            };
             let mut expected = borrowed.to_owned_line();
             expected.frame.clone_from(&owned.frame);
-            assert_eq!(json::to_string(&borrowed).unwrap(), json::to_string(&expected).unwrap());
+            assert_eq!(
+                json::to_string(&borrowed).unwrap(),
+                json::to_string(&expected).unwrap()
+            );
         }
     }
 }
@@ -172,7 +213,8 @@ fn requests_parse_with_unknown_fields_ignored() {
 
 #[test]
 fn unknown_any_type_is_an_error_not_a_panic() {
-    let text = r#"{"ordinal":"1","name":"X","payload":{"@type":"type.googleapis.com/other.Thing","a":1}}"#;
+    let text =
+        r#"{"ordinal":"1","name":"X","payload":{"@type":"type.googleapis.com/other.Thing","a":1}}"#;
     assert!(serde_json::from_str::<rpc::UiEventFrame>(text).is_err());
     let text = r#"{"ordinal":"1","name":"X","payload":{"a":1}}"#;
     assert!(serde_json::from_str::<rpc::UiEventFrame>(text).is_err());

@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use reel_engine::{Output, OutputKind, Sink, SinkError};
+use reel_engine::{OutputBatch, OutputKind, Sink, SinkError};
 use reel_proto::{Any, rpc::SnapshotFrame};
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -54,13 +54,20 @@ pub struct ResultDocumentSink<W> {
 
 impl ResultDocumentSink<io::Stdout> {
     pub fn stdout(format: DocumentFormat) -> Self {
-        Self { writer: io::stdout(), format }
+        Self {
+            writer: io::stdout(),
+            format,
+        }
     }
 }
 
 impl ResultDocument {
     fn messages_from(snapshot: &SnapshotFrame) -> Vec<DocumentMessage> {
-        let message = |role: &str, text: &str| DocumentMessage { role: role.into(), text: text.into(), ..Default::default() };
+        let message = |role: &str, text: &str| DocumentMessage {
+            role: role.into(),
+            text: text.into(),
+            ..Default::default()
+        };
         snapshot
             .entities
             .iter()
@@ -83,8 +90,12 @@ impl ResultDocument {
 
     fn render(&self, format: DocumentFormat) -> Result<String, SinkError> {
         match format {
-            DocumentFormat::Json => serde_json::to_string_pretty(self).map(|s| s + "\n").map_err(|e| SinkError::Encode(e.to_string())),
-            DocumentFormat::Yaml => serde_saphyr::to_string(self).map_err(|e| SinkError::Encode(e.to_string())),
+            DocumentFormat::Json => serde_json::to_string_pretty(self)
+                .map(|s| s + "\n")
+                .map_err(|e| SinkError::Encode(e.to_string())),
+            DocumentFormat::Yaml => {
+                serde_saphyr::to_string(self).map_err(|e| SinkError::Encode(e.to_string()))
+            }
         }
     }
 }
@@ -95,35 +106,41 @@ impl<W: Write + Send + 'static> Sink for ResultDocumentSink<W> {
         "stdout".into()
     }
 
-    async fn run(self: Box<Self>, mut input: mpsc::Receiver<Output>) -> Result<(), SinkError> {
+    async fn run(self: Box<Self>, mut input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
         let mut document = ResultDocument::default();
-        while let Some(output) = input.recv().await {
-            match &output.kind {
-                OutputKind::Snapshot(snapshot) => document.messages = ResultDocument::messages_from(snapshot),
-                OutputKind::Event(committed) => {
-                    if let Any::ChatProviderCallFinished(call) = &committed.entry.event
-                        && let Some(usage) = call.usage
-                    {
-                        document.usage.input_tokens += u64::from(usage.input_tokens);
-                        document.usage.output_tokens += u64::from(usage.output_tokens);
-                        document.usage.cached_tokens += u64::from(usage.cached_tokens);
+        while let Some(batch) = input.recv().await {
+            for output in batch.iter() {
+                match &output.kind {
+                    OutputKind::Snapshot(snapshot) => {
+                        document.messages = ResultDocument::messages_from(snapshot)
                     }
+                    OutputKind::Event(committed) => {
+                        if let Any::ChatProviderCallFinished(call) = &committed.entry.event
+                            && let Some(usage) = call.usage
+                        {
+                            document.usage.input_tokens += u64::from(usage.input_tokens);
+                            document.usage.output_tokens += u64::from(usage.output_tokens);
+                            document.usage.cached_tokens += u64::from(usage.cached_tokens);
+                        }
+                    }
+                    OutputKind::Error(error) => document
+                        .errors
+                        .push(format!("{}: {}", error.code, error.message)),
+                    OutputKind::Done(done) => {
+                        document.session_id = output.session_id.to_string();
+                        document.status.clone_from(&done.status);
+                        let text = document.render(self.format)?;
+                        let mut writer = self.writer;
+                        return tokio::task::spawn_blocking(move || {
+                            writer.write_all(text.as_bytes())?;
+                            writer.flush()
+                        })
+                        .await
+                        .map_err(|join| SinkError::Io(io::Error::other(join.to_string())))?
+                        .map_err(SinkError::Io);
+                    }
+                    OutputKind::Hello(_) => {}
                 }
-                OutputKind::Error(error) => document.errors.push(format!("{}: {}", error.code, error.message)),
-                OutputKind::Done(done) => {
-                    document.session_id = output.session_id.to_string();
-                    document.status.clone_from(&done.status);
-                    let text = document.render(self.format)?;
-                    let mut writer = self.writer;
-                    return tokio::task::spawn_blocking(move || {
-                        writer.write_all(text.as_bytes())?;
-                        writer.flush()
-                    })
-                    .await
-                    .map_err(|join| SinkError::Io(io::Error::other(join.to_string())))?
-                    .map_err(SinkError::Io);
-                }
-                OutputKind::Hello(_) => {}
             }
         }
         Ok(())

@@ -1,8 +1,8 @@
 //! Protocol frames as JSON lines: the stdout sink of `--output jsonl` / `--rpc` and the debug
 //! file sink of `--debug-events-jsonl`.
 //!
-//! The sink writes on a blocking thread with plain `std::io::Write`. It encodes every output
-//! already queued into one buffer and writes that buffer in one go, so a fast session gets large
+//! The sink writes on a blocking thread with plain `std::io::Write`. It encodes every batch
+//! already queued into one buffer (up to 64 KiB) and writes that buffer in one go, so a fast session gets large
 //! writes and a slow one gets each frame the moment it exists. Writes block when the reader is
 //! slow; the session's bounded queue then makes the session wait (back-pressure), so memory stays
 //! flat however slowly stdout is read.
@@ -13,7 +13,7 @@ use std::{
     path::Path,
 };
 
-use reel_engine::{Output, Sink, SinkError};
+use reel_engine::{Output, OutputBatch, Sink, SinkError};
 use reel_proto::json;
 use tokio::sync::mpsc;
 
@@ -30,7 +30,11 @@ pub struct JsonlFrameSink<W> {
 impl<W: Write + Send + 'static> JsonlFrameSink<W> {
     /// A sink named `name` writing to `writer`.
     pub fn new(name: impl Into<String>, writer: W, include_backend_events: bool) -> Self {
-        Self { name: name.into(), writer, include_backend_events }
+        Self {
+            name: name.into(),
+            writer,
+            include_backend_events,
+        }
     }
 }
 
@@ -53,7 +57,11 @@ impl DebugFileSink {
             fs::create_dir_all(parent)?;
         }
         let file = File::create(path)?;
-        Ok(JsonlFrameSink::new("debug-file", file, include_backend_events))
+        Ok(JsonlFrameSink::new(
+            "debug-file",
+            file,
+            include_backend_events,
+        ))
     }
 }
 
@@ -63,7 +71,7 @@ impl<W: Write + Send + 'static> Sink for JsonlFrameSink<W> {
         self.name.clone()
     }
 
-    async fn run(self: Box<Self>, input: mpsc::Receiver<Output>) -> Result<(), SinkError> {
+    async fn run(self: Box<Self>, input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
         let this = *self;
         tokio::task::spawn_blocking(move || this.write_all(input))
             .await
@@ -72,15 +80,17 @@ impl<W: Write + Send + 'static> Sink for JsonlFrameSink<W> {
 }
 
 impl<W: Write> JsonlFrameSink<W> {
-    fn write_all(mut self, mut input: mpsc::Receiver<Output>) -> Result<(), SinkError> {
+    fn write_all(mut self, mut input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
         let mut buffer = Vec::with_capacity(2 * WRITE_CHUNK);
-        while let Some(output) = input.blocking_recv() {
-            self.encode(&output, &mut buffer)?;
-            while let Ok(queued) = input.try_recv() {
-                self.encode(&queued, &mut buffer)?;
-                if buffer.len() >= WRITE_CHUNK {
-                    self.writer.write_all(&buffer)?;
-                    buffer.clear();
+        while let Some(batch) = input.blocking_recv() {
+            let queued = std::iter::from_fn(|| input.try_recv().ok());
+            for batch in std::iter::once(batch).chain(queued) {
+                for output in batch.iter() {
+                    self.encode(output, &mut buffer)?;
+                    if buffer.len() >= WRITE_CHUNK {
+                        self.writer.write_all(&buffer)?;
+                        buffer.clear();
+                    }
                 }
             }
             self.writer.write_all(&buffer)?;
@@ -93,7 +103,9 @@ impl<W: Write> JsonlFrameSink<W> {
 
     fn encode(&self, output: &Output, buffer: &mut Vec<u8>) -> Result<(), SinkError> {
         output
-            .for_each_line(self.include_backend_events, |line| json::write_line(buffer, &line))
+            .for_each_line(self.include_backend_events, |line| {
+                json::write_line(buffer, &line)
+            })
             .map_err(|e| SinkError::Encode(e.to_string()))
     }
 }

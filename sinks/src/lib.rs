@@ -11,6 +11,8 @@ mod document;
 mod jsonl;
 mod text;
 
-pub use document::{DocumentFormat, DocumentMessage, DocumentUsage, ResultDocument, ResultDocumentSink};
+pub use document::{
+    DocumentFormat, DocumentMessage, DocumentUsage, ResultDocument, ResultDocumentSink,
+};
 pub use jsonl::{DebugFileSink, JsonlFrameSink, StdoutJsonlSink};
 pub use text::TextSink;

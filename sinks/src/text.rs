@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use reel_engine::{Output, OutputKind, Sink, SinkError};
+use reel_engine::{OutputBatch, OutputKind, Sink, SinkError};
 use reel_proto::Any;
 use tokio::sync::mpsc;
 
@@ -13,7 +13,9 @@ pub struct TextSink<W> {
 
 impl TextSink<io::Stdout> {
     pub fn stdout() -> Self {
-        Self { writer: io::stdout() }
+        Self {
+            writer: io::stdout(),
+        }
     }
 }
 
@@ -29,32 +31,34 @@ impl<W: Write + Send + 'static> Sink for TextSink<W> {
         "stdout".into()
     }
 
-    async fn run(self: Box<Self>, input: mpsc::Receiver<Output>) -> Result<(), SinkError> {
+    async fn run(self: Box<Self>, input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
         let mut writer = self.writer;
         tokio::task::spawn_blocking(move || {
             let mut input = input;
             let mut ends_with_newline = true;
-            while let Some(output) = input.blocking_recv() {
-                match &output.kind {
-                    OutputKind::Event(committed) => {
-                        for ui in &committed.ui_events {
-                            if let Some(Any::ChatTextPatch(patch)) = &ui.payload
-                                && patch.role == "assistant"
-                                && !patch.text.is_empty()
-                            {
-                                writer.write_all(patch.text.as_bytes())?;
-                                ends_with_newline = patch.text.ends_with('\n');
+            while let Some(batch) = input.blocking_recv() {
+                for output in batch.iter() {
+                    match &output.kind {
+                        OutputKind::Event(committed) => {
+                            for ui in &committed.ui_events {
+                                if let Some(Any::ChatTextPatch(patch)) = &ui.payload
+                                    && patch.role == "assistant"
+                                    && !patch.text.is_empty()
+                                {
+                                    writer.write_all(patch.text.as_bytes())?;
+                                    ends_with_newline = patch.text.ends_with('\n');
+                                }
                             }
                         }
-                        if input.is_empty() {
-                            writer.flush()?;
+                        OutputKind::Done(_) if !ends_with_newline => {
+                            writer.write_all(b"\n")?;
+                            ends_with_newline = true;
                         }
+                        _ => {}
                     }
-                    OutputKind::Done(_) if !ends_with_newline => {
-                        writer.write_all(b"\n")?;
-                        ends_with_newline = true;
-                    }
-                    _ => {}
+                }
+                if input.is_empty() {
+                    writer.flush()?;
                 }
             }
             writer.flush()?;
