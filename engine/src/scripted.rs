@@ -12,6 +12,7 @@
 //!     - usage: {input_tokens: 12, output_tokens: 4}
 //!   - - tool_call: {id: call_1, name: lookup, arguments: {q: "weather"}}
 //!   - - error: "upstream exploded"        # this model call fails here
+//!   - - panic: "provider bug"             # fault injection: the provider crashes
 //! ```
 //!
 //! A turn ends with stop reason `tool_calls` when it made a tool call and `stop` otherwise,
@@ -57,6 +58,9 @@ pub enum Step {
     StopReason(String),
     /// Fails the model call with this message.
     Error(String),
+    /// Crashes the provider with a panic carrying this message: fault injection, to check that
+    /// an internal error still ends the stream with an error frame and done.
+    Panic(String),
 }
 
 /// Token counts reported by a `usage` step.
@@ -265,6 +269,7 @@ impl Playback {
                 pending.push_back(Err(ProviderError::Upstream(message)));
                 self.done = true;
             }
+            Step::Panic(message) => panic!("{message}"),
             Step::SleepMs(_) => unreachable!("sleeps are played, not expanded"),
         }
     }

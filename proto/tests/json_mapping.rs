@@ -55,12 +55,14 @@ fn every_frame() -> Vec<RpcLine> {
                 created_ordinal: 1,
                 last_event_ordinal: 42,
                 tombstone: false,
-                payload: Some(Any::ChatMessageEntity(Box::new(reel_proto::chat::ChatMessageEntity {
-                    message_id: "m1".into(),
-                    role: "user".into(),
-                    text: "hi".into(),
-                    ..Default::default()
-                }))),
+                payload: Some(Any::ChatMessageEntity(Box::new(
+                    reel_proto::chat::ChatMessageEntity {
+                        message_id: "m1".into(),
+                        role: "user".into(),
+                        text: "hi".into(),
+                        ..Default::default()
+                    },
+                ))),
             }],
         })),
         line(Frame::UiEvent(rpc::UiEventFrame {
