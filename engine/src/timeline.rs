@@ -254,7 +254,12 @@ impl TimelineProjection {
                 out.push(&entry.event);
             }
             Any::ChatProviderCallFinished(f) => {
-                self.finish_all_streams(&mut out, "finished", &f.stop_reason);
+                let status = match f.finish_class.as_str() {
+                    "cancelled" => "stopped",
+                    "error" => "failed",
+                    _ => "finished",
+                };
+                self.finish_all_streams(&mut out, status, &f.stop_reason);
                 self.call = None;
                 out.push(&entry.event);
             }

@@ -1,1 +1,215 @@
-//! placeholder
+//! Harness for end-to-end tests: runs the real `reel` binary as a subprocess and checks what it
+//! writes against the protocol.
+//!
+//! The binary is the one cargo built next to the test executables (`cargo test --workspace`
+//! builds it before running any test).
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+};
+
+use reel_proto::rpc::{RpcLine, rpc_line::Frame};
+use serde_json::Value;
+
+/// The `reel` binary of this build. Refuses a binary older than the sources, because
+/// `cargo test -p reel-tests` alone does not rebuild it and would test old code.
+pub fn reel_binary() -> PathBuf {
+    static CHECKED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    CHECKED.get_or_init(find_fresh_binary).clone()
+}
+
+fn find_fresh_binary() -> PathBuf {
+    let mut dir = std::env::current_exe().expect("test executable path");
+    dir.pop();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let binary = dir.join("reel");
+    assert!(
+        binary.exists(),
+        "{} is missing: run the tests with `cargo test --workspace` so that cargo builds it",
+        binary.display()
+    );
+    let built = std::fs::metadata(&binary)
+        .and_then(|m| m.modified())
+        .expect("binary mtime");
+    let newest_source = ["proto", "engine", "sinks", "storage", "cli"]
+        .iter()
+        .filter_map(|krate| newest_mtime(&repo_root().join(krate)))
+        .max();
+    if let Some(source) = newest_source {
+        assert!(
+            source <= built,
+            "{} is older than the sources: run `cargo test --workspace` (or `cargo build -p reel-cli` first)",
+            binary.display()
+        );
+    }
+    binary
+}
+
+/// The newest modification time of the files below `dir`.
+fn newest_mtime(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let time = if path.is_dir() {
+            newest_mtime(&path)
+        } else {
+            entry.metadata().ok()?.modified().ok()
+        };
+        newest = newest.max(time);
+    }
+    newest
+}
+
+/// The repository root (for `examples/`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// A `reel` command ready to spawn, with stderr captured and no stdin.
+pub fn reel(args: &[&str]) -> Command {
+    let mut command = Command::new(reel_binary());
+    command
+        .args(args)
+        .current_dir(repo_root())
+        .stdin(Stdio::null())
+        .env_remove("REEL_LOG");
+    command
+}
+
+/// Runs `reel` to completion and returns its output.
+pub fn run(args: &[&str]) -> Output {
+    reel(args).output().expect("reel runs")
+}
+
+/// Writes `text` to `dir/name` and returns the path as a string.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .expect("write test file");
+    path.to_str().expect("utf-8 path").to_owned()
+}
+
+/// Writes a command file that plays `script` and returns its path.
+pub fn scripted_command(dir: &Path, script: &str) -> String {
+    let script_path = write_file(dir, "script.yaml", script);
+    write_file(
+        dir,
+        "command.yaml",
+        &format!(
+            "name: test\ndescription: a test command\nprompt: \"test prompt\"\nprovider:\n  script: {script_path}\n"
+        ),
+    )
+}
+
+/// A frame line, parsed twice: as an `RpcLine` (the contract) and as raw JSON (for checks of the
+/// encoding itself, such as ordinals being strings).
+#[derive(Debug, Clone)]
+pub struct FrameLine {
+    pub line: RpcLine,
+    pub json: Value,
+    pub text: String,
+}
+
+impl FrameLine {
+    pub fn frame(&self) -> &Frame {
+        self.line.frame.as_ref().expect("every line has a frame")
+    }
+
+    pub fn ui_name(&self) -> Option<&str> {
+        match self.frame() {
+            Frame::UiEvent(ui) => Some(&ui.name),
+            _ => None,
+        }
+    }
+
+    pub fn done_status(&self) -> Option<&str> {
+        match self.frame() {
+            Frame::Done(done) => Some(&done.status),
+            _ => None,
+        }
+    }
+}
+
+/// Parses every line of `stdout` as an `RpcLine` under the canonical JSON mapping; panics with
+/// the offending line otherwise.
+pub fn parse_frames(stdout: &[u8]) -> Vec<FrameLine> {
+    let text = std::str::from_utf8(stdout).expect("stdout is UTF-8");
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "the last frame is newline-terminated"
+    );
+    text.lines()
+        .map(|line| FrameLine {
+            line: serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not an RpcLine ({e}): {line}")),
+            json: serde_json::from_str(line).expect("JSON"),
+            text: line.to_owned(),
+        })
+        .collect()
+}
+
+/// Checks the protocol invariants of a one-shot stream: hello first, done last and only last,
+/// ordinals written as strings and never decreasing, one session id throughout.
+pub fn assert_stream_shape(frames: &[FrameLine]) {
+    assert!(frames.len() >= 2, "at least hello and done: {frames:#?}");
+    assert!(
+        matches!(frames[0].frame(), Frame::Hello(_)),
+        "hello first: {}",
+        frames[0].text
+    );
+    assert!(
+        frames.last().unwrap().done_status().is_some(),
+        "done last: {}",
+        frames.last().unwrap().text
+    );
+    assert_eq!(
+        frames.iter().filter(|f| f.done_status().is_some()).count(),
+        1,
+        "exactly one done"
+    );
+    let session = &frames[0].line.session_id;
+    assert!(!session.is_empty());
+    let mut last = 0u64;
+    for frame in frames {
+        assert_eq!(&frame.line.session_id, session);
+        assert_eq!(frame.line.version, 1);
+        for key in ["uiEvent", "backendEvent"] {
+            if let Some(ordinal) = frame.json.get(key).and_then(|f| f.get("ordinal")) {
+                let ordinal: u64 = ordinal
+                    .as_str()
+                    .expect("ordinals are JSON strings")
+                    .parse()
+                    .unwrap();
+                assert!(
+                    ordinal >= last,
+                    "ordinals never decrease: {} after {last}",
+                    frame.text
+                );
+                last = ordinal;
+            }
+        }
+        if let Some(ordinal) = frame
+            .json
+            .get("snapshot")
+            .and_then(|s| s.get("snapshotOrdinal"))
+        {
+            assert!(ordinal.is_string());
+        }
+    }
+}
+
+/// The names of the ui events, in order.
+pub fn ui_names(frames: &[FrameLine]) -> Vec<String> {
+    frames
+        .iter()
+        .filter_map(|f| f.ui_name().map(str::to_owned))
+        .collect()
+}
