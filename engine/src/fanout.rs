@@ -20,7 +20,7 @@ use crate::{
 };
 
 /// How many batches may wait for a sink before the session waits for it.
-const SINK_QUEUE: usize = 16;
+const SINK_QUEUE: usize = 4;
 /// Outputs per batch at most.
 const BATCH: usize = 128;
 

@@ -32,7 +32,7 @@ pub use provider::{
     ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream,
 };
 pub use run::{RunOutcome, RunRequest};
-pub use scripted::{Script, ScriptError, ScriptedProvider, Step};
+pub use scripted::{Repeat, Script, ScriptError, ScriptedProvider, Step};
 pub use session::{Session, done_status};
 pub use sink::{Sink, SinkError};
 pub use timeline::TimelineProjection;

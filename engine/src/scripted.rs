@@ -13,6 +13,7 @@
 //!   - - tool_call: {id: call_1, name: lookup, arguments: {q: "weather"}}
 //!   - - error: "upstream exploded"        # this model call fails here
 //!   - - panic: "provider bug"             # fault injection: the provider crashes
+//!   - - repeat: {times: 10000, steps: [{text: "tok "}]}   # a long reply from a short script
 //! ```
 //!
 //! A turn ends with stop reason `tool_calls` when it made a tool call and `stop` otherwise,
@@ -61,6 +62,16 @@ pub enum Step {
     /// Crashes the provider with a panic carrying this message: fault injection, to check that
     /// an internal error still ends the stream with an error frame and done.
     Panic(String),
+    /// Plays `steps` `times` times, expanded as it plays, so long replies stay short scripts.
+    Repeat(Repeat),
+}
+
+/// A `repeat` step.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Repeat {
+    pub times: u64,
+    pub steps: Vec<Step>,
 }
 
 /// Token counts reported by a `usage` step.
@@ -270,6 +281,18 @@ impl Playback {
                 self.done = true;
             }
             Step::Panic(message) => panic!("{message}"),
+            Step::Repeat(Repeat { times, steps }) => {
+                if times > 0 {
+                    let rest = Step::Repeat(Repeat {
+                        times: times - 1,
+                        steps: steps.clone(),
+                    });
+                    self.steps.push_front(rest);
+                    for step in steps.into_iter().rev() {
+                        self.steps.push_front(step);
+                    }
+                }
+            }
             Step::SleepMs(_) => unreachable!("sleeps are played, not expanded"),
         }
     }
