@@ -14,15 +14,15 @@ use std::collections::HashMap;
 
 use reel_proto::{
     Any,
-    chat::{
-        ChatMessageEntity, ChatReasoningPatch, ChatReasoningSegmentFinished, ChatStreamPatchMode,
-        ChatTextPatch, ChatTextSegmentFinished, ChatToolArgumentsPatch, CorrelationInfo,
-        ToolCallEntity, ToolResultEntity,
-    },
+    chat::{ChatMessageEntity, CorrelationInfo, ToolCallEntity, ToolResultEntity},
     rpc::{SnapshotEntity, SnapshotFrame, UiEventFrame},
 };
 
 use crate::log::LogEntry;
+
+mod segments;
+
+use segments::{OpenStream, StreamKind};
 
 /// Entity kind of chat messages (user, assistant, thinking, error).
 pub const KIND_MESSAGE: &str = "ChatMessage";
@@ -30,24 +30,6 @@ pub const KIND_MESSAGE: &str = "ChatMessage";
 pub const KIND_TOOL_CALL: &str = "ChatToolCall";
 /// Entity kind of tool results.
 pub const KIND_TOOL_RESULT: &str = "ChatToolResult";
-
-/// What an open stream is producing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum StreamKind {
-    Text,
-    Reasoning,
-    ToolArguments,
-}
-
-/// A segment that is still receiving deltas.
-#[derive(Clone, Debug)]
-struct OpenStream {
-    kind: StreamKind,
-    /// Number of patches emitted so far.
-    sequence: u64,
-    /// Length of the streamed content in Unicode scalar values (the next patch's offset).
-    chars: u64,
-}
 
 /// Timeline entities plus what is needed to project the next event.
 #[derive(Clone, Debug, Default)]
@@ -320,24 +302,6 @@ impl TimelineProjection {
         }
     }
 
-    fn open(&mut self, kind: StreamKind, id: &str, ordinal: u64, entity_kind: &str, payload: Any) {
-        self.close_stream(id);
-        self.insert(entity_kind, id, ordinal, payload);
-        self.streams.push((
-            id.to_owned(),
-            OpenStream {
-                kind,
-                sequence: 0,
-                chars: 0,
-            },
-        ));
-    }
-
-    fn close_stream(&mut self, id: &str) -> Option<OpenStream> {
-        let at = self.streams.iter().position(|(open, _)| open == id)?;
-        Some(self.streams.remove(at).1)
-    }
-
     fn entity_mut(&mut self, id: &str, ordinal: u64) -> Option<&mut Any> {
         let entity = &mut self.entities[*self.index.get(id)?];
         entity.last_event_ordinal = ordinal;
@@ -357,197 +321,6 @@ impl TimelineProjection {
             .unwrap_or_else(|| id.to_owned());
         if let Some(Any::ToolCallEntity(call)) = self.entity_mut(&id, ordinal) {
             change(call);
-        }
-    }
-
-    /// Deltas for a segment nobody started (a log written by hand or a newer version) start
-    /// one implicitly, so no streamed text is ever dropped from the timeline.
-    fn stream_state(&mut self, out: &mut UiEvents, id: &str, kind: StreamKind) -> &mut OpenStream {
-        if !self.streams.iter().any(|(open, _)| open == id) {
-            let role = if kind == StreamKind::Reasoning {
-                "thinking"
-            } else {
-                "assistant"
-            };
-            let started: Any = match kind {
-                StreamKind::Reasoning => reel_proto::chat::ChatReasoningSegmentStarted {
-                    message_id: id.to_owned(),
-                    role: role.into(),
-                    status: "streaming".into(),
-                    streaming: true,
-                    correlation: self.call.clone(),
-                    ..Default::default()
-                }
-                .into(),
-                _ => reel_proto::chat::ChatTextSegmentStarted {
-                    message_id: id.to_owned(),
-                    role: role.into(),
-                    status: "streaming".into(),
-                    streaming: true,
-                    correlation: self.call.clone(),
-                    ..Default::default()
-                }
-                .into(),
-            };
-            let entity = ChatMessageEntity {
-                message_id: id.to_owned(),
-                role: role.into(),
-                status: "streaming".into(),
-                streaming: true,
-                segment_type: if kind == StreamKind::Reasoning {
-                    "reasoning"
-                } else {
-                    "text"
-                }
-                .into(),
-                correlation: self.call.clone(),
-                ..Default::default()
-            };
-            self.open(kind, id, out.ordinal, KIND_MESSAGE, entity.into());
-            out.push(&started);
-        }
-        let at = self
-            .streams
-            .iter()
-            .rposition(|(open, _)| open == id)
-            .expect("opened above");
-        &mut self.streams[at].1
-    }
-
-    fn text_delta(&mut self, out: &mut UiEvents, id: &str, text: &str, kind: StreamKind) {
-        let stream = self.stream_state(out, id, kind);
-        stream.sequence += 1;
-        let (sequence, offset) = (stream.sequence, stream.chars);
-        stream.chars += text.chars().count() as u64;
-        let mut role = String::new();
-        let mut parent = String::new();
-        if let Some(Any::ChatMessageEntity(message)) = self.entity_mut(id, out.ordinal) {
-            message.text.push_str(text);
-            role.clone_from(&message.role);
-            parent.clone_from(&message.parent_message_id);
-        }
-        let mode = ChatStreamPatchMode::Append as i32;
-        let patch: Any = match kind {
-            StreamKind::Reasoning => ChatReasoningPatch {
-                message_id: id.to_owned(),
-                role,
-                sequence,
-                offset,
-                text: text.to_owned(),
-                mode,
-                status: "streaming".into(),
-                parent_message_id: parent,
-                ..Default::default()
-            }
-            .into(),
-            _ => ChatTextPatch {
-                message_id: id.to_owned(),
-                role,
-                sequence,
-                offset,
-                text: text.to_owned(),
-                mode,
-                status: "streaming".into(),
-                ..Default::default()
-            }
-            .into(),
-        };
-        out.push_owned(patch);
-    }
-
-    fn arguments_delta(&mut self, out: &mut UiEvents, id: &str, arguments: &str) {
-        let Some(at) = self.streams.iter().position(|(open, _)| open == id) else {
-            // Arguments for a call that never started or already completed: the complete input
-            // arrives with ChatToolCallRequested, so there is nothing to show.
-            return;
-        };
-        let stream = &mut self.streams[at].1;
-        stream.sequence += 1;
-        let (sequence, offset) = (stream.sequence, stream.chars);
-        stream.chars += arguments.chars().count() as u64;
-        let mut patch = ChatToolArgumentsPatch {
-            message_id: id.to_owned(),
-            sequence,
-            offset,
-            arguments: arguments.to_owned(),
-            mode: ChatStreamPatchMode::Append as i32,
-            status: "streaming_args".into(),
-            ..Default::default()
-        };
-        if let Some(Any::ToolCallEntity(call)) = self.entity_mut(id, out.ordinal) {
-            call.input.push_str(arguments);
-            patch.tool_call_id.clone_from(&call.tool_call_id);
-            patch.tool_name.clone_from(&call.tool_name);
-        }
-        out.push_owned(patch.into());
-    }
-
-    /// Ends open text and reasoning segments (the model moved on to another segment).
-    fn finish_prose_streams(&mut self, out: &mut UiEvents, status: &str, finish_reason: &str) {
-        let prose: Vec<String> = self
-            .streams
-            .iter()
-            .filter(|(_, s)| s.kind != StreamKind::ToolArguments)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in prose {
-            self.finish_stream(out, &id, status, finish_reason);
-        }
-    }
-
-    fn finish_all_streams(&mut self, out: &mut UiEvents, status: &str, finish_reason: &str) {
-        let open: Vec<String> = self.streams.iter().map(|(id, _)| id.clone()).collect();
-        for id in open {
-            self.finish_stream(out, &id, status, finish_reason);
-        }
-    }
-
-    fn finish_stream(&mut self, out: &mut UiEvents, id: &str, status: &str, finish_reason: &str) {
-        let Some(stream) = self.close_stream(id) else {
-            return;
-        };
-        let ordinal = out.ordinal;
-        let finished: Option<Any> = match self.entity_mut(id, ordinal) {
-            Some(Any::ChatMessageEntity(m)) => {
-                m.status = status.to_owned();
-                m.streaming = false;
-                m.r#final = true;
-                Some(match stream.kind {
-                    StreamKind::Reasoning => ChatReasoningSegmentFinished {
-                        message_id: m.message_id.clone(),
-                        role: m.role.clone(),
-                        text: m.text.clone(),
-                        status: status.to_owned(),
-                        r#final: true,
-                        finish_reason: finish_reason.to_owned(),
-                        correlation: m.correlation.clone(),
-                        parent_message_id: m.parent_message_id.clone(),
-                        ..Default::default()
-                    }
-                    .into(),
-                    _ => ChatTextSegmentFinished {
-                        message_id: m.message_id.clone(),
-                        role: m.role.clone(),
-                        prompt: m.prompt.clone(),
-                        text: m.text.clone(),
-                        status: status.to_owned(),
-                        r#final: true,
-                        finish_reason: finish_reason.to_owned(),
-                        correlation: m.correlation.clone(),
-                        ..Default::default()
-                    }
-                    .into(),
-                })
-            }
-            // A tool call whose arguments never completed.
-            Some(Any::ToolCallEntity(call)) => {
-                call.status = status.to_owned();
-                None
-            }
-            _ => None,
-        };
-        if let Some(event) = finished {
-            out.push_owned(event);
         }
     }
 }
