@@ -1,8 +1,8 @@
 //! Harness for end-to-end tests: runs the real `reel` binary as a subprocess and checks what it
 //! writes against the protocol.
 //!
-//! The binary is the one cargo built next to the test executables (`cargo test --workspace`
-//! builds it before running any test).
+//! The test files in `tests/tests/` are declared as integration tests of `reel-cli`, so cargo
+//! builds the `reel` binary before it runs them.
 
 use std::{
     io::Write,
@@ -13,14 +13,9 @@ use std::{
 use reel_proto::rpc::{RpcLine, rpc_line::Frame};
 use serde_json::Value;
 
-/// The `reel` binary of this build. Refuses a binary older than the sources, because
-/// `cargo test -p reel-tests` alone does not rebuild it and would test old code.
+/// The `reel` binary of this build. The end-to-end tests are integration tests of `reel-cli`,
+/// so cargo has built it, fresh, next to the test executables.
 pub fn reel_binary() -> PathBuf {
-    static CHECKED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    CHECKED.get_or_init(find_fresh_binary).clone()
-}
-
-fn find_fresh_binary() -> PathBuf {
     let mut dir = std::env::current_exe().expect("test executable path");
     dir.pop();
     if dir.ends_with("deps") {
@@ -29,39 +24,10 @@ fn find_fresh_binary() -> PathBuf {
     let binary = dir.join("reel");
     assert!(
         binary.exists(),
-        "{} is missing: run the tests with `cargo test --workspace` so that cargo builds it",
+        "{} is missing: run the tests with `cargo test --workspace`",
         binary.display()
     );
-    let built = std::fs::metadata(&binary)
-        .and_then(|m| m.modified())
-        .expect("binary mtime");
-    let newest_source = ["proto", "engine", "sinks", "storage", "cli"]
-        .iter()
-        .filter_map(|krate| newest_mtime(&repo_root().join(krate)))
-        .max();
-    if let Some(source) = newest_source {
-        assert!(
-            source <= built,
-            "{} is older than the sources: run `cargo test --workspace` (or `cargo build -p reel-cli` first)",
-            binary.display()
-        );
-    }
     binary
-}
-
-/// The newest modification time of the files below `dir`.
-fn newest_mtime(dir: &Path) -> Option<std::time::SystemTime> {
-    let mut newest = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path();
-        let time = if path.is_dir() {
-            newest_mtime(&path)
-        } else {
-            entry.metadata().ok()?.modified().ok()
-        };
-        newest = newest.max(time);
-    }
-    newest
 }
 
 /// The repository root (for `examples/`).
@@ -212,4 +178,24 @@ pub fn ui_names(frames: &[FrameLine]) -> Vec<String> {
         .iter()
         .filter_map(|f| f.ui_name().map(str::to_owned))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    /// The files in tests/tests/ only run if cli/Cargo.toml declares them: check that it does.
+    #[test]
+    fn every_end_to_end_test_file_is_declared() {
+        let manifest = std::fs::read_to_string(super::repo_root().join("cli/Cargo.toml")).unwrap();
+        for entry in std::fs::read_dir(super::repo_root().join("tests/tests")).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if !name.ends_with(".rs") {
+                continue;
+            }
+            let declared = format!("path = \"../tests/tests/{name}\"");
+            assert!(
+                manifest.contains(&declared),
+                "cli/Cargo.toml must declare tests/tests/{name} as a [[test]]"
+            );
+        }
+    }
 }
