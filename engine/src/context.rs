@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use reel_proto::Any;
 
-use crate::log::LogEntry;
+use crate::{log::LogEntry, projection::Projection};
 
 /// Who said a [`ContextMessage`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,21 +65,16 @@ impl ModelContextProjection {
         Self::default()
     }
 
-    /// Folds `entries` into a fresh projection.
-    pub fn replay<'a>(entries: impl IntoIterator<Item = &'a LogEntry>) -> Self {
-        let mut projection = Self::new();
-        for entry in entries {
-            projection.apply(entry);
-        }
-        projection
-    }
-
     /// The conversation so far, oldest first.
     pub fn messages(&self) -> &[ContextMessage] {
         &self.messages
     }
+}
 
-    pub fn apply(&mut self, entry: &LogEntry) {
+impl Projection for ModelContextProjection {
+    type Output = ();
+
+    fn apply(&mut self, entry: &LogEntry) {
         match &entry.event {
             Any::ChatUserMessageAccepted(m) => {
                 self.messages
@@ -119,7 +114,9 @@ impl ModelContextProjection {
             _ => {}
         }
     }
+}
 
+impl ModelContextProjection {
     /// The assistant message of the current model call, created on first use.
     fn assistant_message(&mut self) -> usize {
         if let Some(at) = self.current_assistant {

@@ -16,6 +16,7 @@ pub mod fanout;
 pub mod id;
 pub mod log;
 pub mod output;
+pub mod projection;
 pub mod provider;
 pub mod run;
 pub mod scripted;
@@ -28,6 +29,7 @@ pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use id::new_id;
 pub use log::{EventLog, LogEntry};
 pub use output::{CommittedEvent, Output, OutputKind};
+pub use projection::Projection;
 pub use provider::{
     ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream,
 };

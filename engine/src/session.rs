@@ -17,6 +17,7 @@ use crate::{
     fanout::{Fanout, SinkFailure},
     log::EventLog,
     output::{CommittedEvent, Output, OutputKind},
+    projection::Projection,
     timeline::TimelineProjection,
 };
 

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use proptest::prelude::*;
 use reel_engine::{
     Fanout, LogEntry, ModelContextProjection, ModelSettings, Output, OutputBatch, OutputKind,
-    RunRequest, Script, ScriptedProvider, Session, Sink, SinkError, Step, TimelineProjection,
-    scripted::ScriptToolCall, scripted::ScriptUsage,
+    Projection, RunRequest, Script, ScriptedProvider, Session, Sink, SinkError, Step,
+    TimelineProjection, scripted::ScriptToolCall, scripted::ScriptUsage,
 };
 use reel_proto::{
     Any,

@@ -1,6 +1,8 @@
 //! Given a log, when it is projected, then the timeline and ui events are these.
 
-use reel_engine::{LogEntry, ModelContextProjection, TimelineProjection, context::ContextRole};
+use reel_engine::{
+    LogEntry, ModelContextProjection, Projection, TimelineProjection, context::ContextRole,
+};
 use reel_proto::{
     Any,
     chat::{

@@ -3,7 +3,7 @@
 //! streamed live.
 
 use proptest::prelude::*;
-use reel_engine::{LogEntry, TimelineProjection};
+use reel_engine::{LogEntry, Projection, TimelineProjection};
 use reel_proto::rpc::{SnapshotFrame, UiEventFrame, rpc_line::Frame};
 use reel_tests::{assert_stream_shape, parse_frames, run, scripted_command};
 

@@ -18,11 +18,11 @@ use reel_proto::{
     rpc::{SnapshotEntity, SnapshotFrame, UiEventFrame},
 };
 
-use crate::log::LogEntry;
+use crate::{log::LogEntry, projection::Projection};
 
 mod segments;
 
-use segments::{OpenStream, StreamKind};
+use segments::{OpenStream, ProseStart, StreamKind};
 
 /// Entity kind of chat messages (user, assistant, thinking, error).
 pub const KIND_MESSAGE: &str = "ChatMessage";
@@ -53,15 +53,6 @@ impl TimelineProjection {
         Self::default()
     }
 
-    /// Folds `entries` into a fresh projection.
-    pub fn replay<'a>(entries: impl IntoIterator<Item = &'a LogEntry>) -> Self {
-        let mut projection = Self::new();
-        for entry in entries {
-            projection.apply(entry);
-        }
-        projection
-    }
-
     /// The highest ordinal folded in.
     pub fn last_ordinal(&self) -> u64 {
         self.last_ordinal
@@ -74,9 +65,13 @@ impl TimelineProjection {
             entities: self.entities.clone(),
         }
     }
+}
 
-    /// Folds one log entry in and returns the ui events it produces, in order.
-    pub fn apply(&mut self, entry: &LogEntry) -> Vec<UiEventFrame> {
+impl Projection for TimelineProjection {
+    /// The ui events the entry produces, in order.
+    type Output = Vec<UiEventFrame>;
+
+    fn apply(&mut self, entry: &LogEntry) -> Vec<UiEventFrame> {
         let mut out = UiEvents {
             ordinal: entry.ordinal,
             events: Vec::with_capacity(1),
@@ -110,46 +105,27 @@ impl TimelineProjection {
                 out.push(&entry.event);
             }
             Any::ChatTextSegmentStarted(s) => {
-                self.finish_prose_streams(&mut out, "finished", "");
-                let entity = ChatMessageEntity {
+                let start = ProseStart {
+                    kind: StreamKind::Text,
                     message_id: s.message_id.clone(),
                     role: s.role.clone(),
                     prompt: s.prompt.clone(),
-                    status: "streaming".into(),
-                    streaming: true,
-                    segment_type: "text".into(),
+                    parent_message_id: String::new(),
                     correlation: s.correlation.clone(),
-                    ..Default::default()
                 };
-                self.open(
-                    StreamKind::Text,
-                    &s.message_id,
-                    entry.ordinal,
-                    KIND_MESSAGE,
-                    entity.into(),
-                );
+                self.start_prose(&mut out, start);
                 out.push(&entry.event);
             }
             Any::ChatReasoningSegmentStarted(s) => {
-                self.finish_prose_streams(&mut out, "finished", "");
-                let entity = ChatMessageEntity {
+                let start = ProseStart {
+                    kind: StreamKind::Reasoning,
                     message_id: s.message_id.clone(),
                     role: s.role.clone(),
                     prompt: s.prompt.clone(),
-                    status: "streaming".into(),
-                    streaming: true,
                     parent_message_id: s.parent_message_id.clone(),
-                    segment_type: "reasoning".into(),
                     correlation: s.correlation.clone(),
-                    ..Default::default()
                 };
-                self.open(
-                    StreamKind::Reasoning,
-                    &s.message_id,
-                    entry.ordinal,
-                    KIND_MESSAGE,
-                    entity.into(),
-                );
+                self.start_prose(&mut out, start);
                 out.push(&entry.event);
             }
             Any::ChatTextDelta(d) => {
@@ -276,7 +252,9 @@ impl TimelineProjection {
         }
         out.events
     }
+}
 
+impl TimelineProjection {
     fn insert(&mut self, kind: &str, id: &str, ordinal: u64, payload: Any) {
         let entity = SnapshotEntity {
             kind: kind.to_owned(),

@@ -8,7 +8,7 @@ use reel_proto::{
     chat::{
         ChatMessageEntity, ChatReasoningPatch, ChatReasoningSegmentFinished,
         ChatReasoningSegmentStarted, ChatStreamPatchMode, ChatTextPatch, ChatTextSegmentFinished,
-        ChatTextSegmentStarted, ChatToolArgumentsPatch,
+        ChatTextSegmentStarted, ChatToolArgumentsPatch, CorrelationInfo,
     },
 };
 
@@ -30,6 +30,48 @@ pub(super) struct OpenStream {
     sequence: u64,
     /// Length of the streamed content in Unicode scalar values (the next patch's offset).
     chars: u64,
+}
+
+/// How a text or reasoning segment starts, from its `...Started` event or implied by a delta.
+pub(super) struct ProseStart {
+    pub kind: StreamKind,
+    pub message_id: String,
+    pub role: String,
+    pub prompt: String,
+    pub parent_message_id: String,
+    pub correlation: Option<CorrelationInfo>,
+}
+
+impl ProseStart {
+    /// The `...SegmentStarted` event that would have started this segment.
+    fn started_event(&self) -> Any {
+        let (message_id, role, status) = (
+            self.message_id.clone(),
+            self.role.clone(),
+            "streaming".to_owned(),
+        );
+        let correlation = self.correlation.clone();
+        match self.kind {
+            StreamKind::Reasoning => ChatReasoningSegmentStarted {
+                message_id,
+                role,
+                status,
+                streaming: true,
+                correlation,
+                ..Default::default()
+            }
+            .into(),
+            _ => ChatTextSegmentStarted {
+                message_id,
+                role,
+                status,
+                streaming: true,
+                correlation,
+                ..Default::default()
+            }
+            .into(),
+        }
+    }
 }
 
 impl TimelineProjection {
@@ -58,6 +100,33 @@ impl TimelineProjection {
         Some(self.streams.remove(at).1)
     }
 
+    /// Opens a text or reasoning segment: open prose segments end, a streaming message begins.
+    pub(super) fn start_prose(&mut self, out: &mut UiEvents, start: ProseStart) {
+        self.finish_prose_streams(out, "finished", "");
+        let segment_type = match start.kind {
+            StreamKind::Reasoning => "reasoning",
+            _ => "text",
+        };
+        let entity = ChatMessageEntity {
+            message_id: start.message_id.clone(),
+            role: start.role,
+            prompt: start.prompt,
+            status: "streaming".into(),
+            streaming: true,
+            parent_message_id: start.parent_message_id,
+            segment_type: segment_type.into(),
+            correlation: start.correlation,
+            ..Default::default()
+        };
+        self.open(
+            start.kind,
+            &start.message_id,
+            out.ordinal,
+            KIND_MESSAGE,
+            entity.into(),
+        );
+    }
+
     /// Deltas for a segment nobody started (a log written by hand or a newer version) start
     /// one implicitly, so no streamed text is ever dropped from the timeline.
     fn stream_state(&mut self, out: &mut UiEvents, id: &str, kind: StreamKind) -> &mut OpenStream {
@@ -67,42 +136,17 @@ impl TimelineProjection {
             } else {
                 "assistant"
             };
-            let started: Any = match kind {
-                StreamKind::Reasoning => ChatReasoningSegmentStarted {
-                    message_id: id.to_owned(),
-                    role: role.into(),
-                    status: "streaming".into(),
-                    streaming: true,
-                    correlation: self.call.clone(),
-                    ..Default::default()
-                }
-                .into(),
-                _ => ChatTextSegmentStarted {
-                    message_id: id.to_owned(),
-                    role: role.into(),
-                    status: "streaming".into(),
-                    streaming: true,
-                    correlation: self.call.clone(),
-                    ..Default::default()
-                }
-                .into(),
-            };
-            let entity = ChatMessageEntity {
+            let start = ProseStart {
+                kind,
                 message_id: id.to_owned(),
-                role: role.into(),
-                status: "streaming".into(),
-                streaming: true,
-                segment_type: if kind == StreamKind::Reasoning {
-                    "reasoning"
-                } else {
-                    "text"
-                }
-                .into(),
+                role: role.to_owned(),
+                prompt: String::new(),
+                parent_message_id: String::new(),
                 correlation: self.call.clone(),
-                ..Default::default()
             };
-            self.open(kind, id, out.ordinal, KIND_MESSAGE, entity.into());
-            out.push(&started);
+            let started = start.started_event();
+            self.start_prose(out, start);
+            out.push_owned(started);
         }
         let at = self
             .streams
