@@ -128,9 +128,8 @@ async fn stream_reply(deltas: usize) -> Option<Figures> {
         system_prompt: None,
         settings: ModelSettings::default(),
         provider: &provider,
-        cancel: CancellationToken::new(),
     };
-    let outcome = session.run(request).await;
+    let outcome = session.run(request, &CancellationToken::new()).await;
     let log_entries = session.log().last_ordinal();
     let rss_after = proc_status_kib("VmRSS");
     let failures = session.close().await;

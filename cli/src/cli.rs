@@ -59,6 +59,10 @@ pub struct RunCommandArgs {
     /// Write protocol frames on stdout (the same as --output jsonl).
     #[arg(long)]
     pub rpc: bool,
+    /// Serve one session over stdin: one RpcRequestLine per line, request-scoped frames on
+    /// stdout (needs --rpc or --output jsonl).
+    #[arg(long)]
+    pub stdin_rpc: bool,
     /// Also write the protocol frames to this file (created with its folders, truncated).
     #[arg(long, value_name = "PATH")]
     pub debug_events_jsonl: Option<PathBuf>,

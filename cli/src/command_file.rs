@@ -30,6 +30,7 @@ use crate::template;
 pub const RESERVED_FLAGS: &[&str] = &[
     "output",
     "rpc",
+    "stdin-rpc",
     "debug-events-jsonl",
     "provider",
     "script",

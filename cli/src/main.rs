@@ -6,6 +6,7 @@ mod cli;
 mod command_file;
 mod run_command;
 mod signals;
+mod stdin_rpc;
 mod template;
 
 use std::{io::IsTerminal, process::ExitCode};
@@ -45,5 +46,8 @@ fn main() -> ExitCode {
             cli::Parsed::Bench(args) => bench::run(args).await,
         }
     });
+    // Every output is flushed by now. A read of stdin may still be blocked in a runtime thread
+    // (a shutdown request arrived while the client kept stdin open): do not wait for it.
+    runtime.shutdown_background();
     ExitCode::from(status)
 }

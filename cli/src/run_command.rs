@@ -8,8 +8,8 @@ use std::{panic::AssertUnwindSafe, sync::Arc};
 
 use futures::FutureExt;
 use reel_engine::{
-    Fanout, ModelSettings, Provider, RunOutcome, RunRequest, Script, ScriptedProvider, Session,
-    done_status, new_id,
+    Fanout, ModelSettings, Provider, RunOutcome, RunRequest, Script, ScriptedProvider, ServeConfig,
+    ServeEnd, Session, done_status, new_id, serve,
 };
 use reel_proto::rpc::{self, HelloFrame};
 use reel_sinks::{DebugFileSink, DocumentFormat, ResultDocumentSink, StdoutJsonlSink, TextSink};
@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     cli::{Invocation, OutputMode, ProviderName},
     signals::SignalWatch,
+    stdin_rpc,
 };
 
 /// Exit statuses of `run-command`.
@@ -29,6 +30,10 @@ pub mod exit {
     pub const INTERRUPTED: u8 = 130;
     /// Stopped by SIGTERM (128 + 15).
     pub const TERMINATED: u8 = 143;
+    /// Flags that do not go together (clap uses the same status for its own usage errors).
+    pub const USAGE: u8 = 2;
+    /// Internal: the run was stopped; becomes INTERRUPTED or TERMINATED by the signal seen.
+    pub(super) const STOPPED: u8 = 255;
 }
 
 /// What a run needs once the command file is understood.
@@ -40,6 +45,11 @@ struct Prepared {
 }
 
 pub async fn run(invocation: Invocation) -> u8 {
+    let args = &invocation.args;
+    if args.stdin_rpc && !args.frames_on_stdout() {
+        tracing::error!("--stdin-rpc needs --rpc or --output jsonl: stdout must carry frames");
+        return exit::USAGE;
+    }
     let cancel = CancellationToken::new();
     let signals = match SignalWatch::install(cancel.clone()) {
         Ok(signals) => Some(signals),
@@ -48,9 +58,61 @@ pub async fn run(invocation: Invocation) -> u8 {
             None
         }
     };
-    let args = &invocation.args;
+    let (fanout, capabilities, setup_error) = outputs(args);
+    let prepared = match setup_error {
+        Some(error) => Err(error),
+        None => prepare(&invocation),
+    };
+
+    let mut session = Session::new(new_id(), fanout);
+    let none: Arc<str> = Arc::from("");
+    let hello = HelloFrame {
+        protocol: rpc::PROTOCOL.into(),
+        server: format!("reel/{}", env!("CARGO_PKG_VERSION")),
+        capabilities: capabilities.into_iter().map(String::from).collect(),
+        protocol_version: rpc::PROTOCOL_VERSION,
+    };
+    session.emit_hello(&none, hello).await;
+
+    let (session, mut status) = match prepared {
+        Err(error) => {
+            tracing::error!("{error}");
+            if !args.stdin_rpc {
+                session.emit_snapshot(&none).await;
+            }
+            session
+                .emit_error(&none, "runner_init_failed", &error, true)
+                .await;
+            session.emit_done(&none, done_status::FAILED).await;
+            (session, exit::FAILED)
+        }
+        Ok(prepared) if args.stdin_rpc => serve_stdin(session, prepared, cancel).await,
+        Ok(prepared) => one_shot(session, prepared, &cancel).await,
+    };
+    if status == exit::STOPPED {
+        status = match signals.as_ref().and_then(SignalWatch::received) {
+            Some(15) => exit::TERMINATED,
+            _ => exit::INTERRUPTED,
+        };
+    }
+
+    let failures = session.close().await;
+    for failure in &failures {
+        tracing::error!("output {} failed: {}", failure.sink, failure.message);
+    }
+    if !failures.is_empty() && status == exit::OK {
+        status = exit::FAILED;
+    }
+    status
+}
+
+/// The sinks the flags ask for, the capabilities they add to hello, and a setup error.
+fn outputs(args: &crate::cli::RunCommandArgs) -> (Fanout, Vec<&'static str>, Option<String>) {
     let mut fanout = Fanout::new();
     let mut capabilities = vec!["ui-events", "snapshot", "done"];
+    if args.stdin_rpc {
+        capabilities.extend(["stdin-rpc", "single-session", "multi-turn", "cancel"]);
+    }
     if args.include_backend_events {
         capabilities.push("backend-events");
     }
@@ -81,80 +143,70 @@ pub async fn run(invocation: Invocation) -> u8 {
             }
         }
     }
-    let prepared = match setup_error {
-        Some(error) => Err(error),
-        None => prepare(&invocation),
-    };
+    (fanout, capabilities, setup_error)
+}
 
-    let mut session = Session::new(new_id(), fanout);
+/// One prompt, one run: snapshot, the run, the final snapshot, an error if it failed, done.
+async fn one_shot(
+    mut session: Session,
+    prepared: Prepared,
+    cancel: &CancellationToken,
+) -> (Session, u8) {
     let rid: Arc<str> = Arc::from("");
-    let hello = HelloFrame {
-        protocol: rpc::PROTOCOL.into(),
-        server: format!("reel/{}", env!("CARGO_PKG_VERSION")),
-        capabilities: capabilities.into_iter().map(String::from).collect(),
-        protocol_version: rpc::PROTOCOL_VERSION,
-    };
-    session.emit_hello(&rid, hello).await;
     session.emit_snapshot(&rid).await;
-
-    let mut status = exit::OK;
-    match prepared {
-        Err(error) => {
-            tracing::error!("{error}");
+    let request = RunRequest {
+        request_id: Arc::clone(&rid),
+        prompt: prepared.prompt,
+        system_prompt: prepared.system_prompt,
+        settings: prepared.settings,
+        provider: prepared.provider.as_ref(),
+    };
+    let outcome = AssertUnwindSafe(session.run(request, cancel))
+        .catch_unwind()
+        .await;
+    session.emit_snapshot(&rid).await;
+    let (done, status) = match outcome {
+        Ok(RunOutcome::Finished) => (done_status::OK, exit::OK),
+        Ok(RunOutcome::Stopped) => (done_status::STOPPED, exit::STOPPED),
+        Ok(RunOutcome::Failed(failure)) => {
+            tracing::error!("the run failed: {}", failure.message);
             session
-                .emit_error(&rid, "runner_init_failed", &error, true)
+                .emit_error(&rid, failure.code, &failure.message, true)
                 .await;
-            session.emit_done(&rid, done_status::FAILED).await;
-            status = exit::FAILED;
+            (done_status::FAILED, exit::FAILED)
         }
-        Ok(prepared) => {
-            let request = RunRequest {
-                request_id: Arc::clone(&rid),
-                prompt: prepared.prompt,
-                system_prompt: prepared.system_prompt,
-                settings: prepared.settings,
-                provider: prepared.provider.as_ref(),
-                cancel,
-            };
-            let outcome = AssertUnwindSafe(session.run(request)).catch_unwind().await;
-            session.emit_snapshot(&rid).await;
-            let done = match outcome {
-                Ok(RunOutcome::Finished) => done_status::OK,
-                Ok(RunOutcome::Stopped) => {
-                    status = match signals.as_ref().and_then(SignalWatch::received) {
-                        Some(15) => exit::TERMINATED,
-                        _ => exit::INTERRUPTED,
-                    };
-                    done_status::STOPPED
-                }
-                Ok(RunOutcome::Failed(error)) => {
-                    tracing::error!("the run failed: {error}");
-                    session.emit_error(&rid, "run_failed", &error, true).await;
-                    status = exit::FAILED;
-                    done_status::FAILED
-                }
-                Err(panic) => {
-                    let message = panic_message(panic.as_ref());
-                    tracing::error!("internal error: {message}");
-                    session
-                        .emit_error(&rid, "internal_error", &message, true)
-                        .await;
-                    status = exit::FAILED;
-                    done_status::FAILED
-                }
-            };
-            session.emit_done(&rid, done).await;
+        Err(panic) => {
+            let message = reel_engine::run::panic_message(panic.as_ref());
+            tracing::error!("internal error: {message}");
+            session
+                .emit_error(&rid, "internal_error", &message, true)
+                .await;
+            (done_status::FAILED, exit::FAILED)
         }
-    }
+    };
+    session.emit_done(&rid, done).await;
+    (session, status)
+}
 
-    let failures = session.close().await;
-    for failure in &failures {
-        tracing::error!("output {} failed: {}", failure.sink, failure.message);
-    }
-    if !failures.is_empty() && status == exit::OK {
-        status = exit::FAILED;
-    }
-    status
+/// Serves requests from stdin until it ends, a shutdown request or a signal.
+async fn serve_stdin(
+    session: Session,
+    prepared: Prepared,
+    cancel: CancellationToken,
+) -> (Session, u8) {
+    let requests = stdin_rpc::read_requests(tokio::io::stdin(), stdin_rpc::DEFAULT_LINE_LIMIT);
+    let config = ServeConfig {
+        provider: prepared.provider.as_ref(),
+        system_prompt: prepared.system_prompt,
+        settings: prepared.settings,
+    };
+    let (session, end) = serve(session, config, requests, cancel).await;
+    let status = match end {
+        ServeEnd::InputClosed | ServeEnd::Shutdown => exit::OK,
+        ServeEnd::Interrupted => exit::STOPPED,
+        ServeEnd::ReadFailed => exit::FAILED,
+    };
+    (session, status)
 }
 
 fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
@@ -202,12 +254,4 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
         provider,
         settings,
     })
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".into())
 }

@@ -20,6 +20,7 @@ pub mod projection;
 pub mod provider;
 pub mod run;
 pub mod scripted;
+pub mod server;
 pub mod session;
 pub mod sink;
 pub mod timeline;
@@ -33,8 +34,9 @@ pub use projection::Projection;
 pub use provider::{
     ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream,
 };
-pub use run::{RunOutcome, RunRequest};
+pub use run::{ActiveRun, RunFailure, RunOutcome, RunRequest};
 pub use scripted::{Repeat, Script, ScriptError, ScriptedProvider, Step};
+pub use server::{Incoming, ServeConfig, ServeEnd, serve};
 pub use session::{Session, done_status};
 pub use sink::{Sink, SinkError};
 pub use timeline::TimelineProjection;

@@ -63,6 +63,9 @@ pub enum ProviderError {
     /// The provider was configured or used wrongly.
     #[error("{0}")]
     Invalid(String),
+    /// The provider panicked: a bug, reported as an internal error.
+    #[error("{0}")]
+    Crashed(String),
 }
 
 /// A stream of reply events; dropping it cancels the call.

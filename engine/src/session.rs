@@ -54,6 +54,16 @@ impl Session {
         &self.id
     }
 
+    /// Gives the session the id its client chose. Only a session with an empty log can change
+    /// its id: events already appended carry the old one.
+    pub fn bind_id(&mut self, id: &str) -> bool {
+        if self.log.last_ordinal() > 0 {
+            return false;
+        }
+        self.id = Arc::from(id);
+        true
+    }
+
     pub fn log(&self) -> &EventLog {
         &self.log
     }

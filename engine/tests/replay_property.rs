@@ -222,9 +222,8 @@ proptest! {
                     system_prompt: None,
                     settings: ModelSettings::default(),
                     provider: &provider,
-                    cancel: CancellationToken::new(),
                 };
-                session.run(request).await;
+                session.run(request, &CancellationToken::new()).await;
             }
             session.emit_snapshot(&rid).await;
             let context = session.context().messages().to_vec();

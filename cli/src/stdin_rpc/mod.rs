@@ -1,0 +1,45 @@
+//! `--stdin-rpc`: one session per process, one request per stdin line.
+//!
+//! A reader task turns stdin into [`Incoming`] requests (bounded lines, parsed, bad lines
+//! classified); the engine's [`reel_engine::serve`] answers them through the session's writer.
+
+mod reader;
+mod request;
+
+use tokio::{io::AsyncRead, sync::mpsc};
+
+pub use reader::{DEFAULT_LINE_LIMIT, Line, LineReader};
+use reel_engine::Incoming;
+pub use request::{Parsed, parse_line, too_large};
+
+/// Requests read ahead of the session; reading stops while the queue is full.
+const REQUEST_QUEUE: usize = 64;
+
+/// Starts reading requests from `input`; the receiver ends when the input does.
+pub fn read_requests<R: AsyncRead + Unpin + Send + 'static>(
+    input: R,
+    limit: usize,
+) -> mpsc::Receiver<Incoming> {
+    let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
+    tokio::spawn(async move {
+        let mut lines =
+            LineReader::new(tokio::io::BufReader::with_capacity(64 * 1024, input), limit);
+        loop {
+            let incoming = match lines.next_line().await {
+                Ok(None) => break,
+                Ok(Some(Line::TooLarge { bytes })) => too_large(bytes, limit),
+                Ok(Some(Line::Complete(line))) => match parse_line(&line) {
+                    Parsed::Blank => continue,
+                    Parsed::Request(request) => Incoming::Request(*request),
+                    Parsed::Rejected(rejected) => rejected,
+                },
+                Err(error) => Incoming::ReadFailed(format!("cannot read stdin: {error}")),
+            };
+            let failed = matches!(incoming, Incoming::ReadFailed(_));
+            if tx.send(incoming).await.is_err() || failed {
+                break;
+            }
+        }
+    });
+    rx
+}

@@ -1,0 +1,312 @@
+//! Serving one session to a client, request by request: the semantics of stdin RPC.
+//!
+//! The server owns the [`Session`] and reads [`Incoming`] requests from a channel. Every frame
+//! it writes goes through the session's one writer, stamped with the request it answers, so a
+//! snapshot asked for during a reply lands between two of the reply's events, and `done` is
+//! always the last frame of its request.
+//!
+//! * `submit`: a run; its ui events, a snapshot and `done` (`ok`, `failed` or `stopped`).
+//! * `cancel`: its own `done` `ok`, then the running submit ends with `ChatRunStopped` and `done`
+//!   `stopped`; with nothing running, `no_active_request`.
+//! * `snapshot`: a snapshot and `done` `ok`, at once, also while a submit runs.
+//! * `shutdown`: stops reading, waits for the running submit, `done` `shutdown`.
+//! * The first request binds the session id; another id gets `session_mismatch`. A submit while
+//!   one runs gets `session_busy`. Every accepted request gets a `done`; a rejected line that
+//!   named a request id gets its error and a `done` `failed` under that id.
+
+use std::sync::Arc;
+
+use reel_proto::rpc::{self, RpcRequestLine, rpc_request_line::Request};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    id::new_id,
+    provider::{ModelSettings, Provider},
+    run::{ActiveRun, RunOutcome, RunRequest},
+    session::{Session, done_status},
+};
+
+/// What the request reader hands the server.
+#[derive(Debug)]
+pub enum Incoming {
+    /// A well-formed request line.
+    Request(RpcRequestLine),
+    /// A line that could not be taken: one non-terminal error frame, under `request_id` when the
+    /// line still named one.
+    Rejected {
+        request_id: Option<String>,
+        code: &'static str,
+        message: String,
+    },
+    /// Reading requests failed; nothing more will come.
+    ReadFailed(String),
+}
+
+/// How serving ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServeEnd {
+    /// The client closed its end; the last submit finished first.
+    InputClosed,
+    Shutdown,
+    /// A signal stopped the session; the running submit was stopped.
+    Interrupted,
+    /// Reading requests failed (a terminal `stdin_read_failed` error was written).
+    ReadFailed,
+}
+
+/// What every run of the session is made with.
+pub struct ServeConfig<'a> {
+    pub provider: &'a dyn Provider,
+    pub system_prompt: Option<String>,
+    pub settings: ModelSettings,
+}
+
+/// Serves `session` until the input ends, a shutdown request, a read failure or `interrupt`.
+pub async fn serve(
+    session: Session,
+    config: ServeConfig<'_>,
+    incoming: mpsc::Receiver<Incoming>,
+    interrupt: CancellationToken,
+) -> (Session, ServeEnd) {
+    let mut server = Server {
+        session,
+        config,
+        bound: false,
+        active: None,
+    };
+    let end = server.serve(incoming, interrupt).await;
+    (server.session, end)
+}
+
+struct Server<'a> {
+    session: Session,
+    config: ServeConfig<'a>,
+    /// Whether the first request has bound the session id.
+    bound: bool,
+    /// The submit being answered.
+    active: Option<ActiveRun>,
+}
+
+/// What the loop does after handling a request.
+enum Next {
+    Continue,
+    /// Stop reading; end when the running submit is done, answering this shutdown request.
+    Drain(Option<Arc<str>>),
+    End(ServeEnd),
+}
+
+impl Server<'_> {
+    async fn serve(
+        &mut self,
+        mut incoming: mpsc::Receiver<Incoming>,
+        interrupt: CancellationToken,
+    ) -> ServeEnd {
+        // Some(request id of the shutdown) once no more requests are read; None for end of input.
+        let mut draining: Option<Option<Arc<str>>> = None;
+        loop {
+            if interrupt.is_cancelled() {
+                return self.interrupted(draining.flatten()).await;
+            }
+            if draining.is_some() && self.active.is_none() {
+                return self.drained(draining.flatten()).await;
+            }
+            // While a reply streams without pause, look at requests between its events, so that
+            // a cancel or a snapshot is answered at once.
+            if let Some(run) = self.active.as_mut() {
+                if draining.is_none()
+                    && let Ok(message) = incoming.try_recv()
+                {
+                    match self.handle(message).await {
+                        Next::Continue => {}
+                        Next::Drain(shutdown) => draining = Some(shutdown),
+                        Next::End(end) => return end,
+                    }
+                    continue;
+                }
+                if let Some(event) = run.ready_event() {
+                    self.advance(event).await;
+                    continue;
+                }
+            }
+            self.session.flush().await;
+            tokio::select! {
+                biased;
+                () = interrupt.cancelled() => {}
+                message = incoming.recv(), if draining.is_none() => match message {
+                    None => draining = Some(None),
+                    Some(message) => match self.handle(message).await {
+                        Next::Continue => {}
+                        Next::Drain(shutdown) => draining = Some(shutdown),
+                        Next::End(end) => return end,
+                    },
+                },
+                event = next_event(&mut self.active), if self.active.is_some() => self.advance(event).await,
+            }
+        }
+    }
+
+    /// Records one event of the running submit; answers the submit when its run has ended.
+    async fn advance(&mut self, event: Option<Result<crate::ProviderEvent, crate::ProviderError>>) {
+        let run = self.active.as_mut().expect("a run is active");
+        if let Some(outcome) = self.session.step(run, event).await {
+            let run = self.active.take().expect("a run is active");
+            self.answer_submit(run.request_id(), &outcome).await;
+        }
+    }
+
+    async fn answer_submit(&mut self, rid: &Arc<str>, outcome: &RunOutcome) {
+        self.session.emit_snapshot(rid).await;
+        if let RunOutcome::Failed(failure) = outcome {
+            self.session
+                .emit_error(rid, failure.code, &failure.message, false)
+                .await;
+        }
+        self.session.emit_done(rid, outcome.done_status()).await;
+    }
+
+    async fn stop_active(&mut self) {
+        if let Some(run) = self.active.take() {
+            let rid = Arc::clone(run.request_id());
+            let outcome = self.session.stop_run(run).await;
+            self.answer_submit(&rid, &outcome).await;
+        }
+    }
+
+    async fn interrupted(&mut self, shutdown: Option<Arc<str>>) -> ServeEnd {
+        self.stop_active().await;
+        if let Some(rid) = shutdown {
+            self.session.emit_done(&rid, done_status::SHUTDOWN).await;
+        }
+        ServeEnd::Interrupted
+    }
+
+    async fn drained(&mut self, shutdown: Option<Arc<str>>) -> ServeEnd {
+        match shutdown {
+            Some(rid) => {
+                self.session.emit_done(&rid, done_status::SHUTDOWN).await;
+                ServeEnd::Shutdown
+            }
+            None => ServeEnd::InputClosed,
+        }
+    }
+
+    async fn handle(&mut self, message: Incoming) -> Next {
+        match message {
+            Incoming::Rejected {
+                request_id,
+                code,
+                message,
+            } => {
+                let rid: Arc<str> = Arc::from(request_id.as_deref().unwrap_or_default());
+                self.session.emit_error(&rid, code, &message, false).await;
+                if !rid.is_empty() {
+                    self.session.emit_done(&rid, done_status::FAILED).await;
+                }
+                Next::Continue
+            }
+            Incoming::ReadFailed(message) => {
+                let rid: Arc<str> = Arc::from("");
+                self.session
+                    .emit_error(&rid, "stdin_read_failed", &message, true)
+                    .await;
+                self.stop_active().await;
+                Next::End(ServeEnd::ReadFailed)
+            }
+            Incoming::Request(line) => self.request(line).await,
+        }
+    }
+
+    async fn request(&mut self, line: RpcRequestLine) -> Next {
+        let rid: Arc<str> = if line.request_id.is_empty() {
+            Arc::from(new_id())
+        } else {
+            Arc::from(line.request_id)
+        };
+        if line.version != 0 && line.version != rpc::PROTOCOL_VERSION {
+            let message = format!(
+                "protocol version {} is not spoken here (this server speaks version {})",
+                line.version,
+                rpc::PROTOCOL_VERSION
+            );
+            return self.refuse(&rid, "unsupported_version", &message).await;
+        }
+        if !line.session_id.is_empty() && line.session_id != self.session.id() {
+            if self.bound || !self.session.bind_id(&line.session_id) {
+                let message = format!(
+                    "this process serves session {:?}, not {:?}; start another process for another session",
+                    self.session.id(),
+                    line.session_id
+                );
+                return self.refuse(&rid, "session_mismatch", &message).await;
+            }
+        }
+        self.bound = true;
+        match line.request {
+            Some(Request::Submit(submit)) => {
+                if submit.prompt.trim().is_empty() {
+                    return self
+                        .refuse(&rid, "empty_prompt", "the prompt is empty")
+                        .await;
+                }
+                if let Some(run) = &self.active {
+                    let message = format!(
+                        "request {:?} is still running; wait for its done",
+                        run.request_id()
+                    );
+                    return self.refuse(&rid, "session_busy", &message).await;
+                }
+                let request = RunRequest {
+                    request_id: rid,
+                    prompt: submit.prompt,
+                    system_prompt: self.config.system_prompt.clone(),
+                    settings: self.config.settings.clone(),
+                    provider: self.config.provider,
+                };
+                self.active = Some(self.session.start_run(request).await);
+                Next::Continue
+            }
+            Some(Request::Cancel(_)) => {
+                if self.active.is_none() {
+                    return self
+                        .refuse(
+                            &rid,
+                            "no_active_request",
+                            "there is no running submit to cancel",
+                        )
+                        .await;
+                }
+                self.session.emit_done(&rid, done_status::OK).await;
+                self.stop_active().await;
+                Next::Continue
+            }
+            Some(Request::Snapshot(_)) => {
+                self.session.emit_snapshot(&rid).await;
+                self.session.emit_done(&rid, done_status::OK).await;
+                Next::Continue
+            }
+            Some(Request::Shutdown(_)) => Next::Drain(Some(rid)),
+            None => {
+                let message =
+                    "the request names no known kind (submit, cancel, snapshot, shutdown)";
+                self.refuse(&rid, "unknown_request", message).await
+            }
+        }
+    }
+
+    /// Answers a request that cannot be taken: a non-terminal error and done `failed`.
+    async fn refuse(&mut self, rid: &Arc<str>, code: &str, message: &str) -> Next {
+        self.session.emit_error(rid, code, message, false).await;
+        self.session.emit_done(rid, done_status::FAILED).await;
+        Next::Continue
+    }
+}
+
+async fn next_event(
+    active: &mut Option<ActiveRun>,
+) -> Option<Result<crate::ProviderEvent, crate::ProviderError>> {
+    match active {
+        Some(run) => run.next_event().await,
+        None => std::future::pending().await,
+    }
+}
