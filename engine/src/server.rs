@@ -231,15 +231,14 @@ impl Server<'_> {
             );
             return self.refuse(&rid, "unsupported_version", &message).await;
         }
-        if !line.session_id.is_empty() && line.session_id != self.session.id() {
-            if self.bound || !self.session.bind_id(&line.session_id) {
-                let message = format!(
-                    "this process serves session {:?}, not {:?}; start another process for another session",
-                    self.session.id(),
-                    line.session_id
-                );
-                return self.refuse(&rid, "session_mismatch", &message).await;
-            }
+        let other_session = !line.session_id.is_empty() && line.session_id != self.session.id();
+        if other_session && (self.bound || !self.session.bind_id(&line.session_id)) {
+            let message = format!(
+                "this process serves session {:?}, not {:?}; start another process for another session",
+                self.session.id(),
+                line.session_id
+            );
+            return self.refuse(&rid, "session_mismatch", &message).await;
         }
         self.bound = true;
         match line.request {
