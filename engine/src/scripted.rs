@@ -14,6 +14,7 @@
 //!   - - error: "upstream exploded"        # this model call fails here
 //!   - - panic: "provider bug"             # fault injection: the provider crashes
 //!   - - repeat: {times: 10000, steps: [{text: "tok "}]}   # a long reply from a short script
+//!   - - echo_context                      # replies with the conversation the model was given
 //! ```
 //!
 //! A turn ends with stop reason `tool_calls` when it made a tool call and `stop` otherwise,
@@ -64,6 +65,9 @@ pub enum Step {
     Panic(String),
     /// Plays `steps` `times` times, expanded as it plays, so long replies stay short scripts.
     Repeat(Repeat),
+    /// Replies with the conversation this model call was given, one `role: text` line per
+    /// message: shows what the model saw.
+    EchoContext,
 }
 
 /// A `repeat` step.
@@ -170,8 +174,35 @@ impl Provider for ScriptedProvider {
                 ))],
             },
         };
+        let steps = steps
+            .into_iter()
+            .map(|step| match step {
+                Step::EchoContext => Step::Text(render_context(&request)),
+                step => step,
+            })
+            .collect();
         play(steps)
     }
+}
+
+/// The conversation of `request`, one `role: text` line per message.
+fn render_context(request: &ModelRequest) -> String {
+    let mut lines = Vec::new();
+    if let Some(system) = &request.system_prompt {
+        lines.push(format!("system: {system}"));
+    }
+    for message in &request.messages {
+        let role = match message.role {
+            ContextRole::User => "user",
+            ContextRole::Assistant => "assistant",
+            ContextRole::Tool => "tool",
+        };
+        lines.push(format!("{role}: {}", message.text));
+        for call in &message.tool_calls {
+            lines.push(format!("{role} calls {}({})", call.name, call.arguments));
+        }
+    }
+    lines.join("\n")
 }
 
 fn echo_steps(request: &ModelRequest) -> Vec<Step> {
@@ -293,7 +324,9 @@ impl Playback {
                     }
                 }
             }
-            Step::SleepMs(_) => unreachable!("sleeps are played, not expanded"),
+            Step::SleepMs(_) | Step::EchoContext => {
+                unreachable!("played or replaced before expansion")
+            }
         }
     }
 }

@@ -10,6 +10,10 @@ use std::{
     process::{Command, Output, Stdio},
 };
 
+mod rpc_client;
+
+pub use rpc_client::{RpcClient, assert_request_scoped};
+
 use reel_proto::rpc::{RpcLine, rpc_line::Frame};
 use serde_json::Value;
 

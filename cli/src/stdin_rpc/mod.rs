@@ -5,6 +5,8 @@
 
 mod reader;
 mod request;
+#[cfg(test)]
+mod tests;
 
 use tokio::{io::AsyncRead, sync::mpsc};
 

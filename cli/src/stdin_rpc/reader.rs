@@ -8,6 +8,9 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 /// The default longest request line: 16 MiB.
 pub const DEFAULT_LINE_LIMIT: usize = 16 * 1024 * 1024;
 
+/// Lines longer than this get a buffer of the whole limit at once.
+const GROW_AT_ONCE_ABOVE: usize = 64 * 1024;
+
 /// One line read.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Line {
@@ -51,7 +54,15 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                     skipped = Some((line.len() + piece.len()) as u64);
                     line = Vec::new();
                 }
-                None => line.extend_from_slice(piece),
+                None => {
+                    // Grow once to the limit instead of doubling: pages never written cost no
+                    // memory, while every doubling would leave a freed copy behind.
+                    if line.len() + piece.len() > GROW_AT_ONCE_ABOVE && line.capacity() < self.limit
+                    {
+                        line.reserve_exact(self.limit - line.len());
+                    }
+                    line.extend_from_slice(piece);
+                }
             }
             self.inner.consume(consumed);
             if complete {
