@@ -86,6 +86,8 @@ impl RunOutcome {
 /// request, say), which is how a snapshot taken during a run lands between two of its events.
 pub struct ActiveRun {
     request_id: Arc<str>,
+    /// The last ordinal before the run's first event.
+    ordinal_before: u64,
     /// The user message the run answers.
     user_message_id: String,
     /// Correlation of the run (session and run ids).
@@ -100,6 +102,11 @@ impl ActiveRun {
     /// The request this run answers; its outputs are stamped with it.
     pub fn request_id(&self) -> &Arc<str> {
         &self.request_id
+    }
+
+    /// The last ordinal before the run's first event: the run's events come after it.
+    pub fn ordinal_before(&self) -> u64 {
+        self.ordinal_before
     }
 
     /// The next event of the model's reply (`None` when the stream ended). A provider that
@@ -161,7 +168,7 @@ impl Session {
                     self.flush().await;
                     tokio::select! {
                         biased;
-                        () = cancel.cancelled() => return self.stop_run(run).await,
+                        () = cancel.cancelled() => return self.stop_run(&mut run).await,
                         event = run.next_event() => event,
                     }
                 }
@@ -175,6 +182,7 @@ impl Session {
     /// Records the user's prompt and the start of the run and of its model call.
     pub async fn start_run(&mut self, request: RunRequest<'_>) -> ActiveRun {
         let rid = Arc::clone(&request.request_id);
+        let ordinal_before = self.log().last_ordinal();
         let user_message_id = new_id();
         self.append(
             &rid,
@@ -228,6 +236,7 @@ impl Session {
         };
         ActiveRun {
             request_id: rid,
+            ordinal_before,
             user_message_id,
             correlation,
             call,
@@ -275,7 +284,7 @@ impl Session {
     }
 
     /// Cancels the run: the model call is dropped at once and the run ends with ChatRunStopped.
-    pub async fn stop_run(&mut self, mut run: ActiveRun) -> RunOutcome {
+    pub async fn stop_run(&mut self, run: &mut ActiveRun) -> RunOutcome {
         // Dropping the reply stream aborts the provider's work before anything else happens.
         run.stream = futures::stream::empty().boxed();
         self.finish_call(
@@ -285,7 +294,7 @@ impl Session {
             "cancelled",
         )
         .await;
-        self.end_run(&run, &RunOutcome::Stopped).await;
+        self.end_run(run, &RunOutcome::Stopped).await;
         RunOutcome::Stopped
     }
 

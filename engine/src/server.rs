@@ -5,7 +5,8 @@
 //! snapshot asked for during a reply lands between two of the reply's events, and `done` is
 //! always the last frame of its request.
 //!
-//! * `submit`: a run; its ui events, a snapshot and `done` (`ok`, `failed` or `stopped`).
+//! * `submit`: a run; its ui events, a snapshot of the entities the run created or changed, and
+//!   `done` (`ok`, `failed` or `stopped`).
 //! * `cancel`: its own `done` `ok`, then the running submit ends with `ChatRunStopped` and `done`
 //!   `stopped`; with nothing running, `no_active_request`.
 //! * `snapshot`: a snapshot and `done` `ok`, at once, also while a submit runs.
@@ -151,12 +152,18 @@ impl Server<'_> {
         let run = self.active.as_mut().expect("a run is active");
         if let Some(outcome) = self.session.step(run, event).await {
             let run = self.active.take().expect("a run is active");
-            self.answer_submit(run.request_id(), &outcome).await;
+            self.answer_submit(&run, &outcome).await;
         }
     }
 
-    async fn answer_submit(&mut self, rid: &Arc<str>, outcome: &RunOutcome) {
-        self.session.emit_snapshot(rid).await;
+    /// The end of a submit: a snapshot of what the run created or changed (a long session's
+    /// whole timeline after every submit would make the session quadratic), an error if it
+    /// failed, and done.
+    async fn answer_submit(&mut self, run: &ActiveRun, outcome: &RunOutcome) {
+        let rid = run.request_id();
+        self.session
+            .emit_snapshot_since(rid, run.ordinal_before())
+            .await;
         if let RunOutcome::Failed(failure) = outcome {
             self.session
                 .emit_error(rid, failure.code, &failure.message, false)
@@ -166,10 +173,9 @@ impl Server<'_> {
     }
 
     async fn stop_active(&mut self) {
-        if let Some(run) = self.active.take() {
-            let rid = Arc::clone(run.request_id());
-            let outcome = self.session.stop_run(run).await;
-            self.answer_submit(&rid, &outcome).await;
+        if let Some(mut run) = self.active.take() {
+            let outcome = self.session.stop_run(&mut run).await;
+            self.answer_submit(&run, &outcome).await;
         }
     }
 

@@ -127,6 +127,14 @@ impl Session {
             .await;
     }
 
+    /// Sends the entities created or changed after `ordinal` (see
+    /// [`TimelineProjection::snapshot_since`]).
+    pub async fn emit_snapshot_since(&mut self, request_id: &Arc<str>, ordinal: u64) {
+        let snapshot = self.timeline.snapshot_since(ordinal);
+        self.emit(request_id, OutputKind::Snapshot(Arc::new(snapshot)))
+            .await;
+    }
+
     pub async fn emit_error(
         &mut self,
         request_id: &Arc<str>,

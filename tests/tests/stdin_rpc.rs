@@ -75,10 +75,36 @@ fn a_three_turn_conversation_gives_each_turn_the_whole_conversation() {
     assert_eq!(client.done_of("t2"), "ok");
     client.send(r#"{"sessionId":"talk","requestId":"t3","submit":{"prompt":"what did we say?"}}"#);
     assert_eq!(client.done_of("t3"), "ok");
+    client.send(r#"{"requestId":"all","snapshot":{}}"#);
+    assert_eq!(client.done_of("all"), "ok");
     client.send(r#"{"requestId":"bye","shutdown":{}}"#);
     let (status, frames, _) = client.finish();
     assert!(status.success());
     assert_request_scoped(&frames);
+    // A submit's closing snapshot holds what that submit created or changed; a snapshot request
+    // holds the whole timeline.
+    let entity_texts = |rid: &str| -> Vec<String> {
+        let snapshot = frames
+            .iter()
+            .rev()
+            .find(|f| f.line.request_id == rid && f.json.get("snapshot").is_some())
+            .unwrap();
+        snapshot.json["snapshot"]["entities"]
+            .as_array()
+            .map(|entities| {
+                entities
+                    .iter()
+                    .map(|e| e["payload"]["text"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(entity_texts("t2"), ["again", "Sure."]);
+    assert_eq!(entity_texts("all").len(), 6);
+    assert_eq!(
+        &entity_texts("all")[..4],
+        ["hello", "Hi there.", "again", "Sure."]
+    );
     assert_eq!(
         final_text(&frames, "t3"),
         "system: Be brief.\nuser: hello\nassistant: Hi there.\nuser: again\nassistant: Sure.\nuser: what did we say?"

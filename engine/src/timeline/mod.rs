@@ -65,6 +65,21 @@ impl TimelineProjection {
             entities: self.entities.clone(),
         }
     }
+
+    /// The entities created or changed after `ordinal`, as of [`Self::last_ordinal`]: what a
+    /// client that has the timeline up to `ordinal` merges (by id) to have all of it.
+    pub fn snapshot_since(&self, ordinal: u64) -> SnapshotFrame {
+        let entities = self
+            .entities
+            .iter()
+            .filter(|e| e.last_event_ordinal > ordinal)
+            .cloned()
+            .collect();
+        SnapshotFrame {
+            snapshot_ordinal: self.last_ordinal,
+            entities,
+        }
+    }
 }
 
 impl Projection for TimelineProjection {

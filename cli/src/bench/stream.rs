@@ -1,4 +1,4 @@
-//! `reel bench`: streams a long scripted reply through the whole path (log, projections, JSONL
+//! The streaming benchmark: a long scripted reply through the whole path (log, projections, JSONL
 //! encoding in the stdout sink's thread, a writer that discards and counts) and prints deltas per
 //! second, bytes per delta and memory.
 //!
@@ -20,13 +20,6 @@ use reel_engine::{
 };
 use reel_sinks::JsonlFrameSink;
 use tokio_util::sync::CancellationToken;
-
-#[derive(clap::Args, Debug)]
-pub struct BenchArgs {
-    /// Text deltas in the long reply; the short reply has a tenth of them.
-    #[arg(long, default_value_t = 100_000)]
-    pub deltas: usize,
-}
 
 /// A writer that discards everything and counts the bytes.
 #[derive(Clone, Default)]
@@ -62,8 +55,8 @@ impl Figures {
     }
 }
 
-pub async fn run(args: BenchArgs) -> u8 {
-    let long = args.deltas.max(10);
+pub async fn run(deltas: usize) -> u8 {
+    let long = deltas.max(10);
     println!(
         "reel bench: one scripted reply of N text deltas of 5 bytes, through log, projections and the JSONL sink"
     );

@@ -1,0 +1,57 @@
+//! `reel bench`: measured figures for the paths that matter, printed as tables.
+//!
+//! * streaming: one long scripted reply through log, projections and the JSONL sink;
+//! * stdin RPC: one `reel --stdin-rpc` process driven over real pipes: sequential submits,
+//!   memory per request, and the time from a cancel line to the cancelled submit's done.
+
+mod stdin_rpc;
+mod stream;
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Text deltas in the long streamed reply; the short reply has a tenth of them.
+    #[arg(long, default_value_t = 100_000)]
+    pub deltas: usize,
+    /// Sequential submits sent to one stdin-RPC process.
+    #[arg(long, default_value_t = 10_000)]
+    pub submits: usize,
+    /// Cancels timed while a reply streams (each kind).
+    #[arg(long, default_value_t = 20)]
+    pub cancels: usize,
+}
+
+pub async fn run(args: BenchArgs) -> u8 {
+    let streamed = stream::run(args.deltas).await;
+    println!();
+    let served =
+        match tokio::task::spawn_blocking(move || stdin_rpc::run(args.submits, args.cancels)).await
+        {
+            Ok(Ok(())) => 0,
+            Ok(Err(error)) => {
+                eprintln!("reel bench: stdin RPC: {error}");
+                1
+            }
+            Err(join) => {
+                eprintln!("reel bench: stdin RPC crashed: {join}");
+                1
+            }
+        };
+    streamed.max(served)
+}
+
+/// A `kB` line of /proc/PID/status, e.g. VmRSS or VmHWM (0 where /proc is missing).
+fn proc_status_kib(pid: &str, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix(key)?
+                .strip_prefix(':')?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
