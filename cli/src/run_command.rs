@@ -32,8 +32,15 @@ pub mod exit {
     pub const TERMINATED: u8 = 143;
     /// Flags that do not go together (clap uses the same status for its own usage errors).
     pub const USAGE: u8 = 2;
-    /// Internal: the run was stopped; becomes INTERRUPTED or TERMINATED by the signal seen.
-    pub(super) const STOPPED: u8 = 255;
+}
+
+/// How a session ended, before outputs are closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    Ok,
+    Failed,
+    /// Stopped by a signal.
+    Stopped,
 }
 
 /// What a run needs once the command file is understood.
@@ -74,7 +81,7 @@ pub async fn run(invocation: Invocation) -> u8 {
     };
     session.emit_hello(&none, hello).await;
 
-    let (session, mut status) = match prepared {
+    let (session, ending) = match prepared {
         Err(error) => {
             tracing::error!("{error}");
             if !args.stdin_rpc {
@@ -84,26 +91,23 @@ pub async fn run(invocation: Invocation) -> u8 {
                 .emit_error(&none, "runner_init_failed", &error, true)
                 .await;
             session.emit_done(&none, done_status::FAILED).await;
-            (session, exit::FAILED)
+            (session, Ending::Failed)
         }
         Ok(prepared) if args.stdin_rpc => serve_stdin(session, prepared, cancel).await,
         Ok(prepared) => one_shot(session, prepared, &cancel).await,
     };
-    if status == exit::STOPPED {
-        status = match signals.as_ref().and_then(SignalWatch::received) {
-            Some(15) => exit::TERMINATED,
-            _ => exit::INTERRUPTED,
-        };
-    }
-
     let failures = session.close().await;
     for failure in &failures {
         tracing::error!("output {} failed: {}", failure.sink, failure.message);
     }
-    if !failures.is_empty() && status == exit::OK {
-        status = exit::FAILED;
+    match ending {
+        Ending::Ok if failures.is_empty() => exit::OK,
+        Ending::Ok | Ending::Failed => exit::FAILED,
+        Ending::Stopped => match signals.as_ref().and_then(SignalWatch::received) {
+            Some(15) => exit::TERMINATED,
+            _ => exit::INTERRUPTED,
+        },
     }
-    status
 }
 
 /// The sinks the flags ask for, the capabilities they add to hello, and a setup error.
@@ -151,7 +155,7 @@ async fn one_shot(
     mut session: Session,
     prepared: Prepared,
     cancel: &CancellationToken,
-) -> (Session, u8) {
+) -> (Session, Ending) {
     let rid: Arc<str> = Arc::from("");
     session.emit_snapshot(&rid).await;
     let request = RunRequest {
@@ -165,15 +169,15 @@ async fn one_shot(
         .catch_unwind()
         .await;
     session.emit_snapshot(&rid).await;
-    let (done, status) = match outcome {
-        Ok(RunOutcome::Finished) => (done_status::OK, exit::OK),
-        Ok(RunOutcome::Stopped) => (done_status::STOPPED, exit::STOPPED),
+    let (done, ending) = match outcome {
+        Ok(RunOutcome::Finished) => (done_status::OK, Ending::Ok),
+        Ok(RunOutcome::Stopped) => (done_status::STOPPED, Ending::Stopped),
         Ok(RunOutcome::Failed(failure)) => {
             tracing::error!("the run failed: {}", failure.message);
             session
                 .emit_error(&rid, failure.code, &failure.message, true)
                 .await;
-            (done_status::FAILED, exit::FAILED)
+            (done_status::FAILED, Ending::Failed)
         }
         Err(panic) => {
             let message = reel_engine::run::panic_message(panic.as_ref());
@@ -181,11 +185,11 @@ async fn one_shot(
             session
                 .emit_error(&rid, "internal_error", &message, true)
                 .await;
-            (done_status::FAILED, exit::FAILED)
+            (done_status::FAILED, Ending::Failed)
         }
     };
     session.emit_done(&rid, done).await;
-    (session, status)
+    (session, ending)
 }
 
 /// Serves requests from stdin until it ends, a shutdown request or a signal.
@@ -193,7 +197,7 @@ async fn serve_stdin(
     session: Session,
     prepared: Prepared,
     cancel: CancellationToken,
-) -> (Session, u8) {
+) -> (Session, Ending) {
     let requests = stdin_rpc::read_requests(tokio::io::stdin(), stdin_rpc::DEFAULT_LINE_LIMIT);
     let config = ServeConfig {
         provider: prepared.provider.as_ref(),
@@ -201,12 +205,12 @@ async fn serve_stdin(
         settings: prepared.settings,
     };
     let (session, end) = serve(session, config, requests, cancel).await;
-    let status = match end {
-        ServeEnd::InputClosed | ServeEnd::Shutdown => exit::OK,
-        ServeEnd::Interrupted => exit::STOPPED,
-        ServeEnd::ReadFailed => exit::FAILED,
+    let ending = match end {
+        ServeEnd::InputClosed | ServeEnd::Shutdown => Ending::Ok,
+        ServeEnd::Interrupted => Ending::Stopped,
+        ServeEnd::ReadFailed => Ending::Failed,
     };
-    (session, status)
+    (session, ending)
 }
 
 fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
