@@ -38,5 +38,5 @@ pub use run::{ActiveRun, RunFailure, RunOutcome, RunRequest};
 pub use scripted::{Repeat, Script, ScriptError, ScriptedProvider, Step};
 pub use server::{Incoming, ServeConfig, ServeEnd, serve};
 pub use session::{Session, done_status};
-pub use sink::{Sink, SinkError};
+pub use sink::{MemorySink, Sink, SinkError};
 pub use timeline::TimelineProjection;

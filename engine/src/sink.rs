@@ -5,9 +5,11 @@
 //! slows the session (back-pressure) instead of losing or buffering without limit. A sink that
 //! returns an error is detached; the others carry on.
 
+use std::sync::{Arc, Mutex};
+
 use tokio::sync::mpsc;
 
-use crate::fanout::OutputBatch;
+use crate::{fanout::OutputBatch, output::Output};
 
 /// Why a sink stopped.
 #[derive(Debug, thiserror::Error)]
@@ -27,4 +29,38 @@ pub trait Sink: Send + 'static {
     /// Consumes outputs until the channel closes, then flushes. Returning `Ok` means everything
     /// received was written.
     async fn run(self: Box<Self>, input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError>;
+}
+
+/// Keeps every output in memory, in order: for embedding reel in a program, and for tests.
+#[derive(Clone, Default)]
+pub struct MemorySink {
+    outputs: Arc<Mutex<Vec<Output>>>,
+}
+
+impl MemorySink {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Everything received so far.
+    pub fn outputs(&self) -> Vec<Output> {
+        self.outputs.lock().expect("not poisoned").clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for MemorySink {
+    fn name(&self) -> String {
+        "memory".into()
+    }
+
+    async fn run(self: Box<Self>, mut input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
+        while let Some(batch) = input.recv().await {
+            self.outputs
+                .lock()
+                .expect("not poisoned")
+                .extend(batch.iter().cloned());
+        }
+        Ok(())
+    }
 }

@@ -7,13 +7,13 @@
 //!   log the sinks received, encoded to protobuf JSON and decoded again, replays to the ui events
 //!   and the final snapshot the sinks saw live.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use proptest::prelude::*;
 use reel_engine::{
-    Fanout, LogEntry, ModelContextProjection, ModelSettings, Output, OutputBatch, OutputKind,
-    Projection, RunRequest, Script, ScriptedProvider, Session, Sink, SinkError, Step,
-    TimelineProjection, scripted::ScriptToolCall, scripted::ScriptUsage,
+    Fanout, LogEntry, MemorySink, ModelContextProjection, ModelSettings, OutputKind, Projection,
+    RunRequest, Script, ScriptedProvider, Session, Step, TimelineProjection,
+    scripted::ScriptToolCall, scripted::ScriptUsage,
 };
 use reel_proto::{
     Any,
@@ -21,7 +21,6 @@ use reel_proto::{
     json,
     rpc::{BackendEventFrame, SnapshotFrame, UiEventFrame},
 };
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 fn id() -> impl Strategy<Value = String> {
@@ -157,23 +156,6 @@ proptest! {
     }
 }
 
-/// A sink that keeps every output it receives.
-struct CollectingSink(Arc<Mutex<Vec<Output>>>);
-
-#[async_trait::async_trait]
-impl Sink for CollectingSink {
-    fn name(&self) -> String {
-        "collect".into()
-    }
-
-    async fn run(self: Box<Self>, mut input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
-        while let Some(batch) = input.recv().await {
-            self.0.lock().unwrap().extend(batch.iter().cloned());
-        }
-        Ok(())
-    }
-}
-
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => text().prop_map(Step::Text),
@@ -209,10 +191,10 @@ proptest! {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let runs = turns.len();
         let provider = ScriptedProvider::new(Script { turns });
-        let seen = Arc::new(Mutex::new(Vec::new()));
+        let memory = MemorySink::new();
         let context = runtime.block_on(async {
             let mut fanout = Fanout::new();
-            fanout.attach(Box::new(CollectingSink(Arc::clone(&seen))));
+            fanout.attach(Box::new(memory.clone()));
             let mut session = Session::new("s", fanout);
             let rid: Arc<str> = Arc::from("r");
             for run in 0..runs {
@@ -230,7 +212,7 @@ proptest! {
             assert!(session.close().await.is_empty());
             context
         });
-        let outputs = seen.lock().unwrap().clone();
+        let outputs = memory.outputs();
         let mut log = Vec::new();
         let mut live_ui = Vec::new();
         let mut live_snapshot: Option<SnapshotFrame> = None;

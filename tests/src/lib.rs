@@ -10,8 +10,10 @@ use std::{
     process::{Command, Output, Stdio},
 };
 
+mod peak_rss;
 mod rpc_client;
 
+pub use peak_rss::PeakRss;
 pub use rpc_client::{RpcClient, assert_request_scoped};
 
 use reel_proto::rpc::{RpcLine, rpc_line::Frame};

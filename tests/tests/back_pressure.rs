@@ -9,15 +9,11 @@
 use std::{
     io::{BufRead, BufReader},
     process::Stdio,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
-    },
     thread,
     time::{Duration, Instant},
 };
 
-use reel_tests::{reel, scripted_command};
+use reel_tests::{PeakRss, reel, scripted_command};
 
 const DELTAS: usize = 10_000;
 /// Each delta carries 1 KiB of text: about 14 MB of frames in all.
@@ -41,29 +37,7 @@ fn read_reply(command: &str, chunk: usize, pause: Duration) -> Reading {
         .spawn()
         .unwrap();
     let pid = child.id();
-    let peak = Arc::new(AtomicU64::new(0));
-    let running = Arc::new(AtomicBool::new(true));
-    let sampler = {
-        let (peak, running) = (Arc::clone(&peak), Arc::clone(&running));
-        thread::spawn(move || {
-            while running.load(Ordering::Relaxed) {
-                let status =
-                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-                let rss = status.lines().find_map(|l| {
-                    l.strip_prefix("VmRSS:")?
-                        .trim()
-                        .strip_suffix("kB")?
-                        .trim()
-                        .parse::<u64>()
-                        .ok()
-                });
-                if let Some(rss) = rss {
-                    peak.fetch_max(rss, Ordering::Relaxed);
-                }
-                thread::sleep(Duration::from_millis(2));
-            }
-        })
-    };
+    let peak = PeakRss::watch(pid);
     let mut lines = BufReader::with_capacity(4096, child.stdout.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
     assert!(first.contains("\"hello\""));
@@ -87,10 +61,9 @@ fn read_reply(command: &str, chunk: usize, pause: Duration) -> Reading {
     }
     let read_ms = started.elapsed().as_millis() as u64;
     assert!(child.wait().unwrap().success());
-    running.store(false, Ordering::Relaxed);
-    sampler.join().unwrap();
+    let peak = peak.stop();
     Reading {
-        peak_rss_kib: peak.load(Ordering::Relaxed),
+        peak_rss_kib: peak,
         patches,
         run_ms: run_ms.expect("ChatRunFinished"),
         read_ms,

@@ -1,17 +1,8 @@
 //! Broken and hostile request lines: each gets exactly one error frame with a clear code, the
 //! process stays alive and the session is unharmed.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
-    },
-    thread,
-    time::Duration,
-};
-
 use reel_proto::rpc::rpc_line::Frame;
-use reel_tests::{FrameLine, RpcClient, assert_request_scoped};
+use reel_tests::{FrameLine, PeakRss, RpcClient, assert_request_scoped};
 
 fn errors(frames: &[FrameLine]) -> Vec<(String, String)> {
     frames
@@ -129,28 +120,7 @@ fn send_long_line(mib: usize) -> (String, u64) {
         RpcClient::start(&["run-command", "examples/echo.yaml", "--rpc", "--stdin-rpc"]);
     client.wait_for("hello", |f| matches!(f.frame(), Frame::Hello(_)));
     let pid = client.pid();
-    let peak = Arc::new(AtomicU64::new(0));
-    let running = Arc::new(AtomicBool::new(true));
-    let sampler = {
-        let (peak, running) = (Arc::clone(&peak), Arc::clone(&running));
-        thread::spawn(move || {
-            while running.load(Ordering::Relaxed) {
-                let status =
-                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-                if let Some(rss) = status.lines().find_map(|l| {
-                    l.strip_prefix("VmRSS:")?
-                        .trim()
-                        .strip_suffix("kB")?
-                        .trim()
-                        .parse::<u64>()
-                        .ok()
-                }) {
-                    peak.fetch_max(rss, Ordering::Relaxed);
-                }
-                thread::sleep(Duration::from_millis(2));
-            }
-        })
-    };
+    let peak = PeakRss::watch(pid);
     let piece = vec![b'x'; 1024 * 1024];
     for _ in 1..mib {
         client.send_raw(&piece);
@@ -158,13 +128,12 @@ fn send_long_line(mib: usize) -> (String, u64) {
     client.send_bytes(&piece);
     client.send(r#"{"requestId":"after","snapshot":{}}"#);
     assert_eq!(client.done_of("after"), "ok");
-    running.store(false, Ordering::Relaxed);
-    sampler.join().unwrap();
+    let peak = peak.stop();
     let (status, frames, _) = client.finish();
     assert!(status.success());
     let errors = errors(&frames);
     assert_eq!(errors.len(), 1, "{errors:?}");
-    (errors[0].1.clone(), peak.load(Ordering::Relaxed))
+    (errors[0].1.clone(), peak)
 }
 
 #[test]

@@ -137,19 +137,6 @@ async fn stream_reply(deltas: usize) -> Option<Figures> {
     })
 }
 
-/// A `kB` line of /proc/self/status, e.g. VmRSS or VmHWM (0 where /proc is missing).
 fn proc_status_kib(key: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix(key)?
-                .strip_prefix(':')?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
+    super::proc_status_kib("self", key)
 }

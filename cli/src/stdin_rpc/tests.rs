@@ -2,14 +2,10 @@
 //! no panic, exactly one error frame per bad line, every good line after bad ones answered, and
 //! the reader never returns more than its limit.
 
-use std::sync::{Arc, Mutex};
-
 use proptest::prelude::*;
 use reel_engine::{
-    Fanout, ModelSettings, OutputBatch, OutputKind, ScriptedProvider, ServeConfig, Session, Sink,
-    SinkError, serve,
+    Fanout, MemorySink, ModelSettings, OutputKind, ScriptedProvider, ServeConfig, Session, serve,
 };
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Line, LineReader, read_requests};
@@ -58,22 +54,6 @@ fn lines() -> impl Strategy<Value = Vec<Option<Vec<u8>>>> {
     )
 }
 
-struct Collect(Arc<Mutex<Vec<reel_engine::Output>>>);
-
-#[async_trait::async_trait]
-impl Sink for Collect {
-    fn name(&self) -> String {
-        "collect".into()
-    }
-
-    async fn run(self: Box<Self>, mut input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
-        while let Some(batch) = input.recv().await {
-            self.0.lock().unwrap().extend(batch.iter().cloned());
-        }
-        Ok(())
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: if std::env::var_os("CI").is_some() { 128 } else { 256 },
@@ -100,17 +80,17 @@ proptest! {
             input.push(b'\n');
         }
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
+        let memory = MemorySink::new();
         runtime.block_on(async {
             let mut fanout = Fanout::new();
-            fanout.attach(Box::new(Collect(Arc::clone(&seen))));
+            fanout.attach(Box::new(memory.clone()));
             let provider = ScriptedProvider::echo();
             let config = ServeConfig { provider: &provider, system_prompt: None, settings: ModelSettings::default() };
             let requests = read_requests(std::io::Cursor::new(input), LIMIT);
             let (session, _) = serve(Session::new("s", fanout), config, requests, CancellationToken::new()).await;
             assert!(session.close().await.is_empty());
         });
-        let outputs = seen.lock().unwrap();
+        let outputs = memory.outputs();
         let errors = outputs.iter().filter(|o| matches!(o.kind, OutputKind::Error(_))).count();
         prop_assert_eq!(errors, bad, "exactly one error frame per bad line");
         for rid in &good {
