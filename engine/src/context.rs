@@ -12,7 +12,8 @@ use reel_proto::Any;
 use crate::{log::LogEntry, projection::Projection};
 
 /// Who said a [`ContextMessage`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ContextRole {
     User,
     Assistant,
@@ -20,7 +21,7 @@ pub enum ContextRole {
 }
 
 /// A tool call the model made, as the next model call must see it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ContextToolCall {
     pub id: String,
     pub name: String,
@@ -29,7 +30,7 @@ pub struct ContextToolCall {
 }
 
 /// One message of the conversation.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ContextMessage {
     pub role: ContextRole,
     pub text: String,
@@ -51,13 +52,16 @@ impl ContextMessage {
 }
 
 /// Folds the log into the conversation.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ModelContextProjection {
     messages: Vec<ContextMessage>,
     /// Text segment message id -> index of its assistant message.
     segments: HashMap<String, usize>,
     /// The assistant message of the model call in progress, if it has one yet.
     current_assistant: Option<usize>,
+    /// Model calls started in the session so far.
+    #[serde(default)]
+    calls: u64,
 }
 
 impl ModelContextProjection {
@@ -68,6 +72,11 @@ impl ModelContextProjection {
     /// The conversation so far, oldest first.
     pub fn messages(&self) -> &[ContextMessage] {
         &self.messages
+    }
+
+    /// How many model calls the session has started.
+    pub fn calls(&self) -> u64 {
+        self.calls
     }
 }
 
@@ -81,7 +90,10 @@ impl Projection for ModelContextProjection {
                     .push(ContextMessage::new(ContextRole::User, m.text.clone()));
                 self.current_assistant = None;
             }
-            Any::ChatProviderCallStarted(_) => self.current_assistant = None,
+            Any::ChatProviderCallStarted(_) => {
+                self.current_assistant = None;
+                self.calls += 1;
+            }
             Any::ChatTextSegmentStarted(s) => {
                 let at = self.assistant_message();
                 self.segments.insert(s.message_id.clone(), at);

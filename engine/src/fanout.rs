@@ -12,7 +12,10 @@
 use std::sync::Arc;
 
 use reel_proto::rpc::ErrorFrame;
-use tokio::{sync::mpsc, task::JoinHandle};
+use tokio::{
+    sync::{mpsc, watch},
+    task::JoinHandle,
+};
 
 use crate::{
     output::{Output, OutputKind},
@@ -31,6 +34,8 @@ struct AttachedSink {
     name: String,
     tx: mpsc::Sender<OutputBatch>,
     task: JoinHandle<Result<(), SinkError>>,
+    /// For durable sinks: the highest ordinal the sink has committed.
+    committed: Option<watch::Receiver<u64>>,
 }
 
 /// A sink that failed and was detached.
@@ -38,6 +43,8 @@ struct AttachedSink {
 pub struct SinkFailure {
     pub sink: String,
     pub message: String,
+    /// Whether the sink was durable: its failure means acknowledged events may not be stored.
+    pub durable: bool,
 }
 
 /// The set of sinks a session writes to.
@@ -56,10 +63,49 @@ impl Fanout {
 
     /// Starts `sink` on its own task. Must be called inside a tokio runtime.
     pub fn attach(&mut self, sink: Box<dyn Sink>) {
+        self.attach_with(sink, None);
+    }
+
+    /// Starts a durable sink: one that reports, through `committed`, the highest ordinal it has
+    /// made durable. [`Fanout::wait_committed`] waits for it.
+    pub fn attach_durable(&mut self, sink: Box<dyn Sink>, committed: watch::Receiver<u64>) {
+        self.attach_with(sink, Some(committed));
+    }
+
+    fn attach_with(&mut self, sink: Box<dyn Sink>, committed: Option<watch::Receiver<u64>>) {
         let (tx, rx) = mpsc::channel(SINK_QUEUE);
         let name = sink.name();
         let task = tokio::spawn(sink.run(rx));
-        self.sinks.push(AttachedSink { name, tx, task });
+        self.sinks.push(AttachedSink {
+            name,
+            tx,
+            task,
+            committed,
+        });
+    }
+
+    /// Delivers everything queued and waits until every durable sink has committed `ordinal`.
+    /// Fails when a durable sink has failed, now or before.
+    pub async fn wait_committed(&mut self, ordinal: u64) -> Result<(), SinkFailure> {
+        self.flush().await;
+        let mut failed = None;
+        for (at, sink) in self.sinks.iter_mut().enumerate() {
+            if let Some(committed) = &mut sink.committed
+                && committed.wait_for(|&done| done >= ordinal).await.is_err()
+            {
+                failed = Some(at);
+                break;
+            }
+        }
+        if let Some(at) = failed {
+            let sink = self.sinks.remove(at);
+            let failure = Self::detach(sink).await;
+            self.failures.push(failure);
+        }
+        match self.failures.iter().find(|f| f.durable) {
+            Some(failure) => Err(failure.clone()),
+            None => Ok(()),
+        }
     }
 
     /// Sinks still attached.
@@ -130,9 +176,14 @@ impl Fanout {
     pub async fn close(mut self) -> Vec<SinkFailure> {
         self.flush().await;
         for sink in std::mem::take(&mut self.sinks) {
-            let AttachedSink { name, tx, task } = sink;
+            let AttachedSink {
+                name,
+                tx,
+                task,
+                committed,
+            } = sink;
             drop(tx);
-            if let Some(failure) = Self::outcome(name, task).await {
+            if let Some(failure) = Self::outcome(name, task, committed.is_some()).await {
                 self.failures.push(failure);
             }
         }
@@ -140,17 +191,28 @@ impl Fanout {
     }
 
     async fn detach(sink: AttachedSink) -> SinkFailure {
-        let AttachedSink { name, tx, task } = sink;
+        let AttachedSink {
+            name,
+            tx,
+            task,
+            committed,
+        } = sink;
+        let durable = committed.is_some();
         drop(tx);
-        Self::outcome(name.clone(), task)
+        Self::outcome(name.clone(), task, durable)
             .await
             .unwrap_or(SinkFailure {
                 sink: name,
                 message: "stopped reading".into(),
+                durable,
             })
     }
 
-    async fn outcome(name: String, task: JoinHandle<Result<(), SinkError>>) -> Option<SinkFailure> {
+    async fn outcome(
+        name: String,
+        task: JoinHandle<Result<(), SinkError>>,
+        durable: bool,
+    ) -> Option<SinkFailure> {
         let message = match task.await {
             Ok(Ok(())) => return None,
             Ok(Err(error)) => error.to_string(),
@@ -160,6 +222,7 @@ impl Fanout {
         Some(SinkFailure {
             sink: name,
             message,
+            durable,
         })
     }
 }

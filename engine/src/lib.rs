@@ -23,6 +23,7 @@ pub mod scripted;
 pub mod server;
 pub mod session;
 pub mod sink;
+pub mod store;
 pub mod timeline;
 
 pub use context::{ContextMessage, ContextRole, ContextToolCall, ModelContextProjection};
@@ -39,4 +40,5 @@ pub use scripted::{Repeat, Script, ScriptError, ScriptedProvider, Step};
 pub use server::{Incoming, ServeConfig, ServeEnd, serve};
 pub use session::{Session, done_status};
 pub use sink::{MemorySink, Sink, SinkError};
-pub use timeline::TimelineProjection;
+pub use store::{Commit, LogStore, SessionState, StoreError, StoredSession};
+pub use timeline::{OpenRun, TimelineProjection};

@@ -39,14 +39,36 @@ impl LogEntry {
 }
 
 /// An in-memory, append-only, gap-free sequence of [`LogEntry`].
+///
+/// A resumed session keeps in memory only the entries after its snapshot: `base` is the
+/// ordinal before the first entry held (0 for a log held from its start).
 #[derive(Debug, Default)]
 pub struct EventLog {
+    base: u64,
     entries: Vec<Arc<LogEntry>>,
 }
 
 impl EventLog {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A log whose entries up to `base` live elsewhere (a durable store), continuing with
+    /// `entries`, which must be numbered `base + 1, base + 2, ...`.
+    pub fn continuing(base: u64, entries: Vec<LogEntry>) -> Result<Self, String> {
+        for (at, entry) in entries.iter().enumerate() {
+            let expected = base + at as u64 + 1;
+            if entry.ordinal != expected {
+                return Err(format!(
+                    "the log has a gap: ordinal {} where {expected} was due",
+                    entry.ordinal
+                ));
+            }
+        }
+        Ok(Self {
+            base,
+            entries: entries.into_iter().map(Arc::new).collect(),
+        })
     }
 
     /// Appends `event` with the next ordinal and returns the stored entry.
@@ -62,10 +84,15 @@ impl EventLog {
 
     /// The ordinal of the newest entry; 0 for an empty log.
     pub fn last_ordinal(&self) -> u64 {
-        self.entries.len() as u64
+        self.base + self.entries.len() as u64
     }
 
-    /// All entries, oldest first.
+    /// The ordinal before the first entry held in memory.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// All entries held, oldest first.
     pub fn entries(&self) -> &[Arc<LogEntry>] {
         &self.entries
     }

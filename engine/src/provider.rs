@@ -24,6 +24,8 @@ pub struct ModelRequest {
     /// The conversation, ending with the newest user message or tool results.
     pub messages: Vec<ContextMessage>,
     pub settings: ModelSettings,
+    /// How many model calls the session made before this one (0 for its first).
+    pub call_index: u64,
 }
 
 /// One step of a streamed reply.

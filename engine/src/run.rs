@@ -233,6 +233,8 @@ impl Session {
             system_prompt: request.system_prompt,
             messages: self.context().messages().to_vec(),
             settings: request.settings,
+            // The ChatProviderCallStarted just appended is counted already.
+            call_index: self.context().calls() - 1,
         };
         ActiveRun {
             request_id: rid,

@@ -1,7 +1,8 @@
 //! The scripted provider: reel's embedded default model. It needs no network and no key.
 //!
 //! Without a script it echoes the newest user message back word by word. With a script it
-//! plays one turn per model call: the first call plays `turns[0]`, the second `turns[1]`, ...
+//! plays one turn per model call of the session: the first call plays `turns[0]`, the second
+//! `turns[1]`, ... (counted over the whole session, so a resumed session goes on where it was).
 //!
 //! ```yaml
 //! turns:                                  # one entry per model call
@@ -20,12 +21,7 @@
 //! A turn ends with stop reason `tool_calls` when it made a tool call and `stop` otherwise,
 //! unless a `stop_reason` step says otherwise.
 
-use std::{
-    collections::VecDeque,
-    path::Path,
-    sync::atomic::{AtomicUsize, Ordering},
-    time::Duration,
-};
+use std::{collections::VecDeque, path::Path, time::Duration};
 
 use futures::{StreamExt, stream};
 use reel_proto::chat::UsageInfo;
@@ -137,8 +133,6 @@ impl Script {
 #[derive(Debug, Default)]
 pub struct ScriptedProvider {
     script: Option<Script>,
-    /// How many model calls this provider has answered, which picks the next turn.
-    calls: AtomicUsize,
 }
 
 impl ScriptedProvider {
@@ -151,7 +145,6 @@ impl ScriptedProvider {
     pub fn new(script: Script) -> Self {
         Self {
             script: Some(script),
-            calls: AtomicUsize::new(0),
         }
     }
 }
@@ -162,7 +155,7 @@ impl Provider for ScriptedProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ProviderStream {
-        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        let call = usize::try_from(request.call_index).unwrap_or(usize::MAX);
         let steps = match &self.script {
             None => echo_steps(&request),
             Some(script) => match script.turns.get(call) {

@@ -9,15 +9,18 @@ use std::sync::Arc;
 
 use reel_proto::{
     Any,
+    chat::{ChatProviderCallFinished, ChatRunFailed},
     rpc::{DoneFrame, ErrorFrame, HelloFrame},
 };
 
 use crate::{
     context::ModelContextProjection,
     fanout::{Fanout, SinkFailure},
+    id::new_id,
     log::EventLog,
     output::{CommittedEvent, Output, OutputKind},
     projection::Projection,
+    store::SessionState,
     timeline::TimelineProjection,
 };
 
@@ -36,6 +39,8 @@ pub struct Session {
     timeline: TimelineProjection,
     context: ModelContextProjection,
     outputs: Fanout,
+    /// Set once a durable sink has failed.
+    storage_failed: bool,
 }
 
 impl Session {
@@ -47,11 +52,55 @@ impl Session {
             timeline: TimelineProjection::new(),
             context: ModelContextProjection::new(),
             outputs,
+            storage_failed: false,
         }
     }
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// A session continuing a stored one: its log continues after the stored events, its
+    /// projections start from the stored state. A run the store shows as started and never
+    /// ended was interrupted (the process died): it is closed now by appending
+    /// `ChatProviderCallFinished` (if a model call was open) and `ChatRunFailed`, never by
+    /// editing history.
+    pub async fn resume(
+        id: impl Into<String>,
+        outputs: Fanout,
+        state: SessionState,
+        log: EventLog,
+    ) -> Self {
+        let mut session = Self {
+            id: Arc::from(id.into()),
+            log,
+            timeline: state.timeline,
+            context: state.context,
+            outputs,
+            storage_failed: false,
+        };
+        if let Some(run) = session.timeline.open_run().cloned() {
+            let rid: Arc<str> = Arc::from("");
+            let error = "interrupted: the process ended before the run did".to_owned();
+            if run.call_open {
+                let finished = ChatProviderCallFinished {
+                    stop_reason: "interrupted".into(),
+                    finish_class: "error".into(),
+                    correlation: run.correlation.clone(),
+                    ..Default::default()
+                };
+                session.append(&rid, finished).await;
+            }
+            let failed = ChatRunFailed {
+                message_id: new_id(),
+                status: "failed".into(),
+                error,
+                correlation: run.correlation,
+                duration_ms: 0,
+            };
+            session.append(&rid, failed).await;
+        }
+        session
     }
 
     /// Gives the session the id its client chose. Only a session with an empty log can change
@@ -152,14 +201,33 @@ impl Session {
             .await;
     }
 
+    /// Ends a request. Done is written only once every durable sink has committed everything
+    /// up to the newest ordinal, so a client that sees done knows it is on disk. When a durable
+    /// sink has failed, the done is `failed` after a terminal `storage_failed` error.
     pub async fn emit_done(&mut self, request_id: &Arc<str>, status: &str) {
-        self.emit(
-            request_id,
-            OutputKind::Done(Arc::new(DoneFrame {
-                status: status.into(),
-            })),
-        )
-        .await;
+        let mut status = status;
+        if let Err(failure) = self.outputs.wait_committed(self.log.last_ordinal()).await {
+            if !self.storage_failed {
+                let message = format!(
+                    "{} failed; what came after the last done may not be stored: {}",
+                    failure.sink, failure.message
+                );
+                self.emit_error(request_id, "storage_failed", &message, true)
+                    .await;
+            }
+            self.storage_failed = true;
+            status = done_status::FAILED;
+        }
+        let done = DoneFrame {
+            status: status.into(),
+        };
+        self.emit(request_id, OutputKind::Done(Arc::new(done)))
+            .await;
+    }
+
+    /// Whether a durable sink has failed: continuing would lose data, so the session must end.
+    pub fn storage_failed(&self) -> bool {
+        self.storage_failed
     }
 
     /// Closes the sinks, waits until each has written everything, and returns the failures.

@@ -31,8 +31,9 @@ pub const KIND_TOOL_CALL: &str = "ChatToolCall";
 /// Entity kind of tool results.
 pub const KIND_TOOL_RESULT: &str = "ChatToolResult";
 
-/// Timeline entities plus what is needed to project the next event.
-#[derive(Clone, Debug, Default)]
+/// Timeline entities plus what is needed to project the next event. Serializable, so that a
+/// durable store can keep it as a materialized snapshot and resume from there.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TimelineProjection {
     /// Entities in creation order (which is ordinal order).
     entities: Vec<SnapshotEntity>,
@@ -46,6 +47,19 @@ pub struct TimelineProjection {
     call: Option<CorrelationInfo>,
     /// The highest ordinal applied.
     last_ordinal: u64,
+    /// The run in progress: started and not yet finished, stopped or failed.
+    #[serde(default)]
+    open_run: Option<OpenRun>,
+}
+
+/// A run that has started and not ended.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OpenRun {
+    /// The user message the run answers.
+    pub message_id: String,
+    pub correlation: Option<CorrelationInfo>,
+    /// Whether a model call of the run is in progress.
+    pub call_open: bool,
 }
 
 impl TimelineProjection {
@@ -56,6 +70,11 @@ impl TimelineProjection {
     /// The highest ordinal folded in.
     pub fn last_ordinal(&self) -> u64 {
         self.last_ordinal
+    }
+
+    /// The run that started and has not ended, if any: after a crash, the interrupted one.
+    pub fn open_run(&self) -> Option<&OpenRun> {
+        self.open_run.as_ref()
     }
 
     /// The timeline as of [`Self::last_ordinal`].
@@ -112,11 +131,20 @@ impl Projection for TimelineProjection {
                 self.insert(KIND_MESSAGE, &m.message_id, entry.ordinal, entity.into());
                 out.push(&entry.event);
             }
-            Any::ChatRunStarted(_) | Any::ChatProviderCallMetadataUpdated(_) => {
-                out.push(&entry.event)
+            Any::ChatProviderCallMetadataUpdated(_) => out.push(&entry.event),
+            Any::ChatRunStarted(run) => {
+                self.open_run = Some(OpenRun {
+                    message_id: run.message_id.clone(),
+                    correlation: run.correlation.clone(),
+                    call_open: false,
+                });
+                out.push(&entry.event);
             }
             Any::ChatProviderCallStarted(call) => {
                 self.call = call.correlation.clone();
+                if let Some(run) = &mut self.open_run {
+                    run.call_open = true;
+                }
                 out.push(&entry.event);
             }
             Any::ChatTextSegmentStarted(s) => {
@@ -234,21 +262,27 @@ impl Projection for TimelineProjection {
                 };
                 self.finish_all_streams(&mut out, status, &f.stop_reason);
                 self.call = None;
+                if let Some(run) = &mut self.open_run {
+                    run.call_open = false;
+                }
                 out.push(&entry.event);
             }
             Any::ChatRunFinished(_) => {
                 self.finish_all_streams(&mut out, "finished", "");
                 self.call = None;
+                self.open_run = None;
                 out.push(&entry.event);
             }
             Any::ChatRunStopped(_) => {
                 self.finish_all_streams(&mut out, "stopped", "cancelled");
                 self.call = None;
+                self.open_run = None;
                 out.push(&entry.event);
             }
             Any::ChatRunFailed(f) => {
                 self.finish_all_streams(&mut out, "failed", "error");
                 self.call = None;
+                self.open_run = None;
                 let entity = ChatMessageEntity {
                     message_id: f.message_id.clone(),
                     role: "error".into(),

@@ -15,7 +15,7 @@ use reel_proto::{
 use super::{KIND_MESSAGE, TimelineProjection, UiEvents};
 
 /// What an open stream is producing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) enum StreamKind {
     Text,
     Reasoning,
@@ -23,7 +23,7 @@ pub(super) enum StreamKind {
 }
 
 /// A segment that is still receiving deltas.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct OpenStream {
     kind: StreamKind,
     /// Number of patches emitted so far.

@@ -1,0 +1,105 @@
+//! The `LogStore` trait: where a session's log is made durable, and found again.
+//!
+//! A store keeps the events (the log itself), the timeline entities materialized at run ends,
+//! and snapshots of the projections' state, so that resuming does not replay from ordinal 1.
+//! The engine defines what a store must do; `reel-storage` implements it for SQLite.
+
+use std::sync::Arc;
+
+use reel_proto::rpc::SnapshotEntity;
+
+use crate::{ModelContextProjection, TimelineProjection, log::LogEntry, projection::Projection};
+
+/// Everything the projections know at one ordinal: what a snapshot stores.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct SessionState {
+    pub timeline: TimelineProjection,
+    pub context: ModelContextProjection,
+}
+
+impl SessionState {
+    /// Folds one entry into both projections.
+    pub fn apply(&mut self, entry: &LogEntry) {
+        self.timeline.apply(entry);
+        self.context.apply(entry);
+    }
+
+    /// The ordinal this state is as of.
+    pub fn ordinal(&self) -> u64 {
+        self.timeline.last_ordinal()
+    }
+}
+
+/// A session as a store holds it: its newest snapshot and the events after it.
+#[derive(Debug)]
+pub struct StoredSession {
+    /// The state at the snapshot's ordinal (the empty state when there is no snapshot).
+    pub state: SessionState,
+    /// The events after the snapshot, in ordinal order.
+    pub events: Vec<LogEntry>,
+}
+
+impl StoredSession {
+    /// Replays the events after the snapshot: the state as of the newest stored ordinal, and the
+    /// log that continues from the snapshot. Fails on a gap in the stored ordinals.
+    pub fn replay(self) -> Result<(SessionState, crate::EventLog), String> {
+        let StoredSession { mut state, events } = self;
+        let log = crate::EventLog::continuing(state.ordinal(), events)?;
+        for entry in log.entries() {
+            state.apply(entry);
+        }
+        Ok((state, log))
+    }
+}
+
+/// What one transaction makes durable.
+#[derive(Debug, Default)]
+pub struct Commit {
+    /// New events, in ordinal order, continuing the stored log without a gap.
+    pub events: Vec<Arc<LogEntry>>,
+    /// Entities created or changed since they were last materialized (empty when this commit
+    /// does not materialize them).
+    pub entities: Vec<SnapshotEntity>,
+    /// The ordinal the stored entities are as of after this commit, when they were materialized.
+    pub entities_ordinal: Option<u64>,
+    /// A snapshot of the projections, when one is due: the state and its JSON.
+    pub snapshot: Option<(u64, String)>,
+    /// The session's title (its first prompt), when it is first known.
+    pub title: Option<String>,
+}
+
+/// Why a store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another live process holds the session.
+    #[error("{0}")]
+    Busy(String),
+    /// The session is not in the store.
+    #[error("{0}")]
+    NotFound(String),
+    /// The store's data is not what reel wrote: it is left untouched.
+    #[error("{0}")]
+    Damaged(String),
+    /// The database failed (locked, read-only, full, unreachable).
+    #[error("{0}")]
+    Database(String),
+}
+
+/// A durable home for session logs.
+#[async_trait::async_trait]
+pub trait LogStore: Send + 'static {
+    /// Whether the store holds `session_id`.
+    async fn exists(&mut self, session_id: &str) -> Result<bool, StoreError>;
+
+    /// Takes the session for this process, or fails at once if another live process holds it.
+    async fn lease(&mut self, session_id: &str) -> Result<(), StoreError>;
+
+    /// The newest snapshot of the session and the events after it.
+    async fn load(&mut self, session_id: &str) -> Result<StoredSession, StoreError>;
+
+    /// Makes `commit` durable in one transaction.
+    async fn commit(&mut self, session_id: &str, commit: &Commit) -> Result<(), StoreError>;
+
+    /// Gives the session up (the process is done with it).
+    async fn release(&mut self, session_id: &str) -> Result<(), StoreError>;
+}
