@@ -78,6 +78,16 @@ pub struct RunCommandArgs {
     /// Add backendEvent frames: the log's own events, for debugging.
     #[arg(long)]
     pub include_backend_events: bool,
+    /// Keep the session under this id in the timeline database (default database: the user's
+    /// data folder). A new id starts a session; an existing one needs --resume.
+    #[arg(long, value_name = "ID")]
+    pub session_id: Option<String>,
+    /// Continue the stored session named by --session-id.
+    #[arg(long, requires = "session_id")]
+    pub resume: bool,
+    /// The timeline database (SQLite file) that keeps the session's log.
+    #[arg(long, value_name = "PATH")]
+    pub timeline_db: Option<PathBuf>,
 }
 
 impl RunCommandArgs {

@@ -36,6 +36,9 @@ pub const RESERVED_FLAGS: &[&str] = &[
     "script",
     "model",
     "include-backend-events",
+    "session-id",
+    "resume",
+    "timeline-db",
     "help",
     "version",
 ];

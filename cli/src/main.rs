@@ -4,6 +4,7 @@
 mod bench;
 mod cli;
 mod command_file;
+mod persistence;
 mod run_command;
 mod signals;
 mod stdin_rpc;
@@ -22,7 +23,8 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            EnvFilter::try_from_env("REEL_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+            EnvFilter::try_from_env("REEL_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn")),
         )
         .with_target(false)
         .without_time()

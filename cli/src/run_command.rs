@@ -12,11 +12,14 @@ use reel_engine::{
     ServeEnd, Session, done_status, new_id, serve,
 };
 use reel_proto::rpc::{self, HelloFrame};
-use reel_sinks::{DebugFileSink, DocumentFormat, ResultDocumentSink, StdoutJsonlSink, TextSink};
+use reel_sinks::{
+    DebugFileSink, DocumentFormat, ResultDocumentSink, StdoutJsonlSink, TextSink, TimelineDbSink,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     cli::{Invocation, OutputMode, ProviderName},
+    persistence,
     signals::SignalWatch,
     stdin_rpc,
 };
@@ -65,13 +68,31 @@ pub async fn run(invocation: Invocation) -> u8 {
             None
         }
     };
-    let (fanout, capabilities, setup_error) = outputs(args);
-    let prepared = match setup_error {
+    let (mut fanout, capabilities, setup_error) = outputs(args);
+    let mut prepared = match setup_error {
         Some(error) => Err(error),
         None => prepare(&invocation),
     };
-
-    let mut session = Session::new(new_id(), fanout);
+    let opened = match &prepared {
+        Ok(_) => persistence::open(args).await.unwrap_or_else(|error| {
+            prepared = Err(error);
+            None
+        }),
+        Err(_) => None,
+    };
+    let persisted = opened.is_some();
+    let mut session = match opened {
+        Some(opened) => {
+            let (sink, committed) = TimelineDbSink::new(
+                opened.store,
+                opened.session_id.clone(),
+                opened.state.clone(),
+            );
+            fanout.attach_durable(Box::new(sink), committed);
+            Session::resume(opened.session_id, fanout, opened.state, opened.log).await
+        }
+        None => Session::new(args.session_id.clone().unwrap_or_else(new_id), fanout),
+    };
     let none: Arc<str> = Arc::from("");
     let hello = HelloFrame {
         protocol: rpc::PROTOCOL.into(),
@@ -93,7 +114,7 @@ pub async fn run(invocation: Invocation) -> u8 {
             session.emit_done(&none, done_status::FAILED).await;
             (session, Ending::Failed)
         }
-        Ok(prepared) if args.stdin_rpc => serve_stdin(session, prepared, cancel).await,
+        Ok(prepared) if args.stdin_rpc => serve_stdin(session, prepared, cancel, persisted).await,
         Ok(prepared) => one_shot(session, prepared, &cancel).await,
     };
     let failures = session.close().await;
@@ -189,17 +210,25 @@ async fn one_shot(
         }
     };
     session.emit_done(&rid, done).await;
+    let ending = if session.storage_failed() {
+        Ending::Failed
+    } else {
+        ending
+    };
     (session, ending)
 }
 
-/// Serves requests from stdin until it ends, a shutdown request or a signal.
+/// Serves requests from stdin until it ends, a shutdown request or a signal. `id_fixed`: the
+/// session id was set before the first request (a stored session).
 async fn serve_stdin(
     session: Session,
     prepared: Prepared,
     cancel: CancellationToken,
+    id_fixed: bool,
 ) -> (Session, Ending) {
     let requests = stdin_rpc::read_requests(tokio::io::stdin(), stdin_rpc::DEFAULT_LINE_LIMIT);
     let config = ServeConfig {
+        id_fixed,
         provider: prepared.provider.as_ref(),
         system_prompt: prepared.system_prompt,
         settings: prepared.settings,
@@ -208,7 +237,7 @@ async fn serve_stdin(
     let ending = match end {
         ServeEnd::InputClosed | ServeEnd::Shutdown => Ending::Ok,
         ServeEnd::Interrupted => Ending::Stopped,
-        ServeEnd::ReadFailed => Ending::Failed,
+        ServeEnd::ReadFailed | ServeEnd::StorageFailed => Ending::Failed,
     };
     (session, ending)
 }

@@ -54,10 +54,16 @@ pub enum ServeEnd {
     Interrupted,
     /// Reading requests failed (a terminal `stdin_read_failed` error was written).
     ReadFailed,
+    /// The durable store failed (a terminal `storage_failed` error was written): going on would
+    /// lose data.
+    StorageFailed,
 }
 
 /// What every run of the session is made with.
 pub struct ServeConfig<'a> {
+    /// The session id was chosen before the first request (a stored session): requests must
+    /// name it or none.
+    pub id_fixed: bool,
     pub provider: &'a dyn Provider,
     pub system_prompt: Option<String>,
     pub settings: ModelSettings,
@@ -106,6 +112,10 @@ impl Server<'_> {
         // Some(request id of the shutdown) once no more requests are read; None for end of input.
         let mut draining: Option<Option<Arc<str>>> = None;
         loop {
+            if self.session.storage_failed() {
+                self.stop_active().await;
+                return ServeEnd::StorageFailed;
+            }
             if interrupt.is_cancelled() {
                 return self.interrupted(draining.flatten()).await;
             }

@@ -5,14 +5,16 @@
 //! * [`TextSink`]: the assistant's reply as plain text;
 //! * [`ResultDocumentSink`]: one JSON or YAML document at the end of the run.
 //!
-//! Database sinks come with the persistence issue (they build on `reel-storage`).
+//! * [`TimelineDbSink`]: the log, entities and snapshots in a durable store, acknowledged.
 
 mod document;
 mod jsonl;
 mod text;
+mod timeline_db;
 
 pub use document::{
     DocumentFormat, DocumentMessage, DocumentUsage, ResultDocument, ResultDocumentSink,
 };
 pub use jsonl::{DebugFileSink, JsonlFrameSink, StdoutJsonlSink};
 pub use text::TextSink;
+pub use timeline_db::TimelineDbSink;

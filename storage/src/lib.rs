@@ -1,3 +1,7 @@
-//! Durable stores for reel sessions. The SQLite and PostgreSQL stores of the event log, the
-//! timeline and the turns come with the persistence issue; until then this crate is empty on
-//! purpose, so the dependency arrows (cli -> sinks -> storage -> engine -> proto) already hold.
+//! Durable stores for reel sessions. [`SqliteStore`] implements the engine's
+//! [`reel_engine::LogStore`] over one SQLite file (schema in `migrations/sqlite`).
+
+mod lease;
+mod sqlite;
+
+pub use sqlite::SqliteStore;

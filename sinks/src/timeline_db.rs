@@ -1,0 +1,169 @@
+//! The timeline database sink: makes the log durable, with the timeline entities and snapshots
+//! derived from it, and acknowledges what it has committed.
+//!
+//! It keeps its own projection of the log (a pure fold, so it agrees with the session's) and
+//! writes in transactions: when its queue runs empty (the session is waiting for something),
+//! when 4,096 events are pending, and always at the end of a run. Each commit holds the new
+//! events (compact deltas: bytes per delta do not grow with the reply); at a run's end it also
+//! materializes the entities the run changed; now and then it stores a snapshot of the whole
+//! projection state, so that resuming replays only the events after it. After each commit it
+//! reports the committed ordinal, which the session waits for before writing `done`.
+
+use std::sync::Arc;
+
+use reel_engine::{
+    Commit, LogEntry, LogStore, OutputBatch, OutputKind, SessionState, Sink, SinkError,
+};
+use reel_proto::Any;
+use tokio::sync::{mpsc, watch};
+
+/// Events pending before a commit is forced.
+const MAX_PENDING: usize = 4096;
+/// A snapshot is due after this many events since the last one...
+const SNAPSHOT_EVERY: u64 = 50_000;
+/// ...or after an eighth of the log, whichever is more: snapshot bytes stay linear in the log.
+const SNAPSHOT_FRACTION: u64 = 8;
+
+/// Writes a session's log to a [`LogStore`].
+pub struct TimelineDbSink<S> {
+    store: S,
+    session_id: String,
+    committed: watch::Sender<u64>,
+    /// The projections as of the newest event received.
+    state: SessionState,
+    /// The ordinal the stored entities are as of.
+    entities_ordinal: u64,
+    /// The ordinal of the newest stored snapshot.
+    snapshot_ordinal: u64,
+    title_known: bool,
+}
+
+impl<S: LogStore> TimelineDbSink<S> {
+    /// A sink continuing `state` (the stored session as of its newest stored ordinal); the
+    /// receiver reports the highest ordinal committed.
+    pub fn new(
+        store: S,
+        session_id: impl Into<String>,
+        state: SessionState,
+    ) -> (Self, watch::Receiver<u64>) {
+        let ordinal = state.ordinal();
+        let (committed, acks) = watch::channel(ordinal);
+        let title_known = ordinal > 0;
+        let sink = Self {
+            store,
+            session_id: session_id.into(),
+            committed,
+            state,
+            entities_ordinal: ordinal,
+            snapshot_ordinal: ordinal,
+            title_known,
+        };
+        (sink, acks)
+    }
+
+    /// Folds the batch's events in; returns whether a run ended in it.
+    fn absorb(
+        &mut self,
+        batch: &OutputBatch,
+        pending: &mut Vec<Arc<LogEntry>>,
+        title: &mut Option<String>,
+    ) -> bool {
+        let mut run_ended = false;
+        for output in batch.iter() {
+            match &output.kind {
+                OutputKind::Event(committed) => {
+                    let entry = &committed.entry;
+                    self.state.apply(entry);
+                    match &entry.event {
+                        Any::ChatUserMessageAccepted(m) if !self.title_known => {
+                            *title = Some(m.text.clone());
+                            self.title_known = true;
+                        }
+                        Any::ChatRunFinished(_)
+                        | Any::ChatRunStopped(_)
+                        | Any::ChatRunFailed(_) => run_ended = true,
+                        _ => {}
+                    }
+                    pending.push(Arc::clone(entry));
+                }
+                OutputKind::Done(_) => run_ended = true,
+                _ => {}
+            }
+        }
+        run_ended
+    }
+
+    async fn commit(
+        &mut self,
+        pending: &mut Vec<Arc<LogEntry>>,
+        title: &mut Option<String>,
+        materialize: bool,
+    ) -> Result<(), SinkError> {
+        let ordinal = self.state.ordinal();
+        let materialize = materialize && ordinal > self.entities_ordinal;
+        if pending.is_empty() && !materialize {
+            return Ok(());
+        }
+        let mut commit = Commit {
+            events: std::mem::take(pending),
+            title: title.take(),
+            ..Commit::default()
+        };
+        if materialize {
+            commit.entities = self
+                .state
+                .timeline
+                .snapshot_since(self.entities_ordinal)
+                .entities;
+            commit.entities_ordinal = Some(ordinal);
+        }
+        let since_snapshot = ordinal - self.snapshot_ordinal;
+        if since_snapshot >= SNAPSHOT_EVERY.max(ordinal / SNAPSHOT_FRACTION) {
+            let state =
+                serde_json::to_string(&self.state).map_err(|e| SinkError::Encode(e.to_string()))?;
+            commit.snapshot = Some((ordinal, state));
+        }
+        self.store
+            .commit(&self.session_id, &commit)
+            .await
+            .map_err(|e| SinkError::Io(std::io::Error::other(e.to_string())))?;
+        if materialize {
+            self.entities_ordinal = ordinal;
+        }
+        if commit.snapshot.is_some() {
+            self.snapshot_ordinal = ordinal;
+        }
+        self.committed.send_replace(ordinal);
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: LogStore> Sink for TimelineDbSink<S> {
+    fn name(&self) -> String {
+        "timeline-db".into()
+    }
+
+    async fn run(
+        mut self: Box<Self>,
+        mut input: mpsc::Receiver<OutputBatch>,
+    ) -> Result<(), SinkError> {
+        let mut pending = Vec::new();
+        let mut title = None;
+        while let Some(batch) = input.recv().await {
+            let mut run_ended = self.absorb(&batch, &mut pending, &mut title);
+            while pending.len() < MAX_PENDING {
+                match input.try_recv() {
+                    Ok(batch) => run_ended |= self.absorb(&batch, &mut pending, &mut title),
+                    Err(_) => break,
+                }
+            }
+            self.commit(&mut pending, &mut title, run_ended).await?;
+        }
+        self.commit(&mut pending, &mut title, true).await?;
+        self.store
+            .release(&self.session_id)
+            .await
+            .map_err(|e| SinkError::Io(std::io::Error::other(e.to_string())))
+    }
+}

@@ -1,0 +1,353 @@
+//! The SQLite store: one file holds the logs of many sessions, their materialized entities and
+//! snapshots (schema in `migrations/sqlite`).
+//!
+//! One connection, WAL journal, `synchronous = NORMAL`: a committed transaction survives the
+//! process being killed. Writes start with `BEGIN IMMEDIATE`, so a second writer waits for the
+//! busy timeout instead of failing halfway. A file that is not reel's database is refused and
+//! left as it is; nothing here ever deletes or "resets" data.
+
+use std::{path::Path, time::Duration};
+
+use reel_engine::{Commit, LogEntry, LogStore, SessionState, StoreError, StoredSession};
+use reel_proto::{Any, json};
+use sqlx::{
+    AssertSqlSafe, ConnectOptions, Row, SqliteConnection,
+    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous},
+};
+
+use crate::lease;
+
+/// Rows per multi-row INSERT: one statement costs about 10 us in sqlx, a row far less.
+const ROWS_PER_STATEMENT: usize = 200;
+
+/// A timeline database in one SQLite file.
+pub struct SqliteStore {
+    conn: SqliteConnection,
+    path: String,
+}
+
+impl SqliteStore {
+    /// Opens (creating it, and its folder, if missing) and migrates the database at `path`.
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(folder).map_err(|e| {
+                StoreError::Database(format!("cannot create the folder of {shown}: {e}"))
+            })?;
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(5));
+        let mut conn = options
+            .connect()
+            .await
+            .map_err(|e| open_error(&shown, &e))?;
+        sqlx::migrate!("../migrations/sqlite")
+            .run(&mut conn)
+            .await
+            .map_err(|e| open_error(&shown, &e))?;
+        Ok(Self { conn, path: shown })
+    }
+
+    /// `PRAGMA integrity_check`: "ok" for a sound file.
+    pub async fn integrity_check(&mut self) -> Result<String, StoreError> {
+        let row = sqlx::query("PRAGMA integrity_check")
+            .fetch_one(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        row.try_get::<String, _>(0).map_err(|e| self.error(&e))
+    }
+
+    /// Checkpoints the WAL into the main file (on shutdown, so the file stands alone).
+    pub async fn checkpoint(&mut self) -> Result<(), StoreError> {
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        Ok(())
+    }
+
+    fn error(&self, error: &sqlx::Error) -> StoreError {
+        StoreError::Database(format!("timeline database {}: {error}", self.path))
+    }
+
+    /// Runs `work` inside `BEGIN IMMEDIATE ... COMMIT`, rolling back on error.
+    async fn immediate<T>(
+        &mut self,
+        work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        match work(&mut self.conn).await {
+            Ok(value) => {
+                sqlx::query("COMMIT")
+                    .execute(&mut self.conn)
+                    .await
+                    .map_err(|e| self.error(&e))?;
+                Ok(value)
+            }
+            Err(error) => {
+                let _ = sqlx::query("ROLLBACK").execute(&mut self.conn).await;
+                Err(error)
+            }
+        }
+    }
+}
+
+fn open_error(path: &str, error: &dyn std::fmt::Display) -> StoreError {
+    let text = error.to_string();
+    if text.contains("not a database") || text.contains("malformed") || text.contains("migration") {
+        StoreError::Damaged(format!(
+            "{path} is not a reel timeline database or is damaged ({text}); it was left untouched"
+        ))
+    } else {
+        StoreError::Database(format!("cannot open timeline database {path}: {text}"))
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn db(error: sqlx::Error) -> StoreError {
+    StoreError::Database(error.to_string())
+}
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+#[async_trait::async_trait]
+impl LogStore for SqliteStore {
+    async fn exists(&mut self, session_id: &str) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT 1 FROM sessions WHERE session_id = ?")
+            .bind(session_id)
+            .fetch_optional(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        Ok(row.is_some())
+    }
+
+    async fn lease(&mut self, session_id: &str) -> Result<(), StoreError> {
+        let session_id = session_id.to_owned();
+        let path = self.path.clone();
+        self.immediate(async move |conn| {
+            let holder: Option<String> = sqlx::query("SELECT owner FROM leases WHERE session_id = ?")
+                .bind(&session_id)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db)?
+                .map(|row| row.get(0));
+            if let Some(owner) = holder.filter(|owner| lease::held_by_another(owner)) {
+                return Err(StoreError::Busy(format!(
+                    "session {session_id:?} is open in another process ({owner}) on {path}; one process writes a session at a time"
+                )));
+            }
+            let now = now_ms();
+            sqlx::query("INSERT INTO leases (session_id, owner, acquired_at) VALUES (?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, acquired_at = excluded.acquired_at")
+                .bind(&session_id)
+                .bind(lease::this_process())
+                .bind(now)
+                .execute(&mut *conn)
+                .await
+                .map_err(db)?;
+            sqlx::query("INSERT INTO sessions (session_id, created_at, updated_at) VALUES (?, ?, ?) ON CONFLICT (session_id) DO NOTHING")
+                .bind(&session_id)
+                .bind(now)
+                .bind(now)
+                .execute(&mut *conn)
+                .await
+                .map_err(db)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn load(&mut self, session_id: &str) -> Result<StoredSession, StoreError> {
+        let snapshot = sqlx::query("SELECT ordinal, state_json FROM snapshots WHERE session_id = ? ORDER BY ordinal DESC LIMIT 1")
+            .bind(session_id)
+            .fetch_optional(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        let state: SessionState = match &snapshot {
+            Some(row) => serde_json::from_str(row.get::<&str, _>(1)).map_err(|e| {
+                StoreError::Damaged(format!(
+                    "the snapshot of session {session_id:?} at ordinal {} does not decode: {e}",
+                    row.get::<i64, _>(0)
+                ))
+            })?,
+            None => SessionState::default(),
+        };
+        let rows = sqlx::query("SELECT ordinal, payload_json, created_at FROM events WHERE session_id = ? AND ordinal > ? ORDER BY ordinal")
+            .bind(session_id)
+            .bind(to_i64(state.ordinal()))
+            .fetch_all(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        let mut events = Vec::with_capacity(rows.len());
+        for row in rows {
+            let ordinal: i64 = row.get(0);
+            let event: Any = serde_json::from_str(row.get::<&str, _>(1)).map_err(|e| {
+                StoreError::Damaged(format!(
+                    "event {ordinal} of session {session_id:?} does not decode: {e}"
+                ))
+            })?;
+            events.push(LogEntry {
+                ordinal: ordinal as u64,
+                recorded_at_ms: row.get::<i64, _>(2) as u64,
+                event,
+            });
+        }
+        Ok(StoredSession { state, events })
+    }
+
+    async fn commit(&mut self, session_id: &str, commit: &Commit) -> Result<(), StoreError> {
+        let Some(last) = commit
+            .events
+            .last()
+            .map(|e| e.ordinal)
+            .or(commit.entities_ordinal)
+        else {
+            return Ok(());
+        };
+        let session_id = session_id.to_owned();
+        let path = self.path.clone();
+        self.immediate(async move |conn| {
+            let stored: i64 = sqlx::query("SELECT last_ordinal FROM sessions WHERE session_id = ?")
+                .bind(&session_id)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(db)?
+                .get(0);
+            if let Some(first) = commit.events.first()
+                && first.ordinal != stored as u64 + 1
+            {
+                return Err(StoreError::Damaged(format!(
+                    "session {session_id:?} in {path} ends at ordinal {stored}, but the next event is {}: another writer?",
+                    first.ordinal
+                )));
+            }
+            insert_events(conn, &session_id, commit).await?;
+            upsert_entities(conn, &session_id, commit).await?;
+            if let Some((ordinal, state)) = &commit.snapshot {
+                sqlx::query("INSERT INTO snapshots (session_id, ordinal, state_json, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (session_id, ordinal) DO NOTHING")
+                    .bind(&session_id)
+                    .bind(to_i64(*ordinal))
+                    .bind(state)
+                    .bind(now_ms())
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db)?;
+                sqlx::query("DELETE FROM snapshots WHERE session_id = ?1 AND ordinal < (SELECT min(ordinal) FROM (SELECT ordinal FROM snapshots WHERE session_id = ?1 ORDER BY ordinal DESC LIMIT 2))")
+                    .bind(&session_id)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db)?;
+            }
+            sqlx::query("UPDATE sessions SET last_ordinal = max(last_ordinal, ?), updated_at = ?, entities_ordinal = coalesce(?, entities_ordinal), title = CASE WHEN title = '' THEN coalesce(?, '') ELSE title END WHERE session_id = ?")
+                .bind(to_i64(last))
+                .bind(now_ms())
+                .bind(commit.entities_ordinal.map(to_i64))
+                .bind(commit.title.as_deref())
+                .bind(&session_id)
+                .execute(&mut *conn)
+                .await
+                .map_err(db)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn release(&mut self, session_id: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM leases WHERE session_id = ? AND owner = ?")
+            .bind(session_id)
+            .bind(lease::this_process())
+            .execute(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        self.checkpoint().await
+    }
+}
+
+async fn insert_events(
+    conn: &mut SqliteConnection,
+    session_id: &str,
+    commit: &Commit,
+) -> Result<(), StoreError> {
+    for chunk in commit.events.chunks(ROWS_PER_STATEMENT) {
+        let mut sql = String::from(
+            "INSERT INTO events (session_id, ordinal, name, payload_json, created_at) VALUES ",
+        );
+        for at in 0..chunk.len() {
+            sql.push_str(if at == 0 {
+                "(?, ?, ?, ?, ?)"
+            } else {
+                ", (?, ?, ?, ?, ?)"
+            });
+        }
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for entry in chunk {
+            let payload = json::to_string(&entry.event).map_err(|e| {
+                StoreError::Database(format!("cannot encode event {}: {e}", entry.ordinal))
+            })?;
+            query = query
+                .bind(session_id)
+                .bind(to_i64(entry.ordinal))
+                .bind(entry.name())
+                .bind(payload)
+                .bind(to_i64(entry.recorded_at_ms));
+        }
+        query.execute(&mut *conn).await.map_err(db)?;
+    }
+    Ok(())
+}
+
+async fn upsert_entities(
+    conn: &mut SqliteConnection,
+    session_id: &str,
+    commit: &Commit,
+) -> Result<(), StoreError> {
+    for chunk in commit.entities.chunks(ROWS_PER_STATEMENT) {
+        let mut sql = String::from(
+            "INSERT INTO entities (session_id, entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json) VALUES ",
+        );
+        for at in 0..chunk.len() {
+            sql.push_str(if at == 0 {
+                "(?, ?, ?, ?, ?, ?, ?)"
+            } else {
+                ", (?, ?, ?, ?, ?, ?, ?)"
+            });
+        }
+        sql.push_str(
+            " ON CONFLICT (session_id, entity_id) DO UPDATE SET kind = excluded.kind, created_ordinal = excluded.created_ordinal, \
+             last_event_ordinal = excluded.last_event_ordinal, tombstone = excluded.tombstone, payload_json = excluded.payload_json",
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for entity in chunk {
+            let payload = match &entity.payload {
+                Some(payload) => json::to_string(payload).map_err(|e| {
+                    StoreError::Database(format!("cannot encode entity {}: {e}", entity.id))
+                })?,
+                None => "null".to_owned(),
+            };
+            query = query
+                .bind(session_id)
+                .bind(&entity.id)
+                .bind(&entity.kind)
+                .bind(to_i64(entity.created_ordinal))
+                .bind(to_i64(entity.last_event_ordinal))
+                .bind(entity.tombstone)
+                .bind(payload);
+        }
+        query.execute(&mut *conn).await.map_err(db)?;
+    }
+    Ok(())
+}
