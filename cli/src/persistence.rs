@@ -15,6 +15,8 @@ pub struct Opened {
     /// The stored session's state and log (empty for a new session).
     pub state: SessionState,
     pub log: EventLog,
+    /// The ordinal the stored entities are as of.
+    pub entities_ordinal: u64,
 }
 
 /// Opens the session the flags ask for; `None` when the run is not persisted.
@@ -48,6 +50,7 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
     }
     store.lease(&session_id).await.map_err(|e| e.to_string())?;
     let stored = store.load(&session_id).await.map_err(|e| e.to_string())?;
+    let entities_ordinal = stored.entities_ordinal;
     let (state, log) = stored
         .replay()
         .map_err(|e| format!("session {session_id:?} in {}: {e}", path.display()))?;
@@ -62,6 +65,7 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
         session_id,
         state,
         log,
+        entities_ordinal,
     }))
 }
 

@@ -87,9 +87,10 @@ pub async fn run(invocation: Invocation) -> u8 {
                 opened.store,
                 opened.session_id.clone(),
                 opened.state.clone(),
+                opened.entities_ordinal,
             );
             fanout.attach_durable(Box::new(sink), committed);
-            Session::resume(opened.session_id, fanout, opened.state, opened.log).await
+            Session::resume(opened.session_id, fanout, opened.state, opened.log)
         }
         None => Session::new(args.session_id.clone().unwrap_or_else(new_id), fanout),
     };
@@ -179,6 +180,7 @@ async fn one_shot(
 ) -> (Session, Ending) {
     let rid: Arc<str> = Arc::from("");
     session.emit_snapshot(&rid).await;
+    session.close_interrupted_run(&rid).await;
     let request = RunRequest {
         request_id: Arc::clone(&rid),
         prompt: prepared.prompt,
@@ -221,11 +223,12 @@ async fn one_shot(
 /// Serves requests from stdin until it ends, a shutdown request or a signal. `id_fixed`: the
 /// session id was set before the first request (a stored session).
 async fn serve_stdin(
-    session: Session,
+    mut session: Session,
     prepared: Prepared,
     cancel: CancellationToken,
     id_fixed: bool,
 ) -> (Session, Ending) {
+    session.close_interrupted_run(&Arc::from("")).await;
     let requests = stdin_rpc::read_requests(tokio::io::stdin(), stdin_rpc::DEFAULT_LINE_LIMIT);
     let config = ServeConfig {
         id_fixed,

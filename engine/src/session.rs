@@ -61,46 +61,49 @@ impl Session {
     }
 
     /// A session continuing a stored one: its log continues after the stored events, its
-    /// projections start from the stored state. A run the store shows as started and never
-    /// ended was interrupted (the process died): it is closed now by appending
-    /// `ChatProviderCallFinished` (if a model call was open) and `ChatRunFailed`, never by
-    /// editing history.
-    pub async fn resume(
+    /// projections start from the stored state. Call [`Session::close_interrupted_run`] once
+    /// the stream has begun (after hello).
+    pub fn resume(
         id: impl Into<String>,
         outputs: Fanout,
         state: SessionState,
         log: EventLog,
     ) -> Self {
-        let mut session = Self {
+        Self {
             id: Arc::from(id.into()),
             log,
             timeline: state.timeline,
             context: state.context,
             outputs,
             storage_failed: false,
-        };
-        if let Some(run) = session.timeline.open_run().cloned() {
-            let rid: Arc<str> = Arc::from("");
-            let error = "interrupted: the process ended before the run did".to_owned();
-            if run.call_open {
-                let finished = ChatProviderCallFinished {
-                    stop_reason: "interrupted".into(),
-                    finish_class: "error".into(),
-                    correlation: run.correlation.clone(),
-                    ..Default::default()
-                };
-                session.append(&rid, finished).await;
-            }
-            let failed = ChatRunFailed {
-                message_id: new_id(),
-                status: "failed".into(),
-                error,
-                correlation: run.correlation,
-                duration_ms: 0,
-            };
-            session.append(&rid, failed).await;
         }
-        session
+    }
+
+    /// Closes a run that the log shows as started and never ended: the process that ran it
+    /// died. It is closed by appending `ChatProviderCallFinished` (if a model call was open) and
+    /// `ChatRunFailed` (`interrupted`), never by editing history. Returns whether there was one.
+    pub async fn close_interrupted_run(&mut self, request_id: &Arc<str>) -> bool {
+        let Some(run) = self.timeline.open_run().cloned() else {
+            return false;
+        };
+        if run.call_open {
+            let finished = ChatProviderCallFinished {
+                stop_reason: "interrupted".into(),
+                finish_class: "error".into(),
+                correlation: run.correlation.clone(),
+                ..Default::default()
+            };
+            self.append(request_id, finished).await;
+        }
+        let failed = ChatRunFailed {
+            message_id: new_id(),
+            status: "failed".into(),
+            error: "interrupted: the process ended before the run did".into(),
+            correlation: run.correlation,
+            duration_ms: 0,
+        };
+        self.append(request_id, failed).await;
+        true
     }
 
     /// Gives the session the id its client chose. Only a session with an empty log can change

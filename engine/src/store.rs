@@ -37,13 +37,18 @@ pub struct StoredSession {
     pub state: SessionState,
     /// The events after the snapshot, in ordinal order.
     pub events: Vec<LogEntry>,
+    /// The ordinal the store's materialized entities are as of (they lag the log after a
+    /// crash in the middle of a run).
+    pub entities_ordinal: u64,
 }
 
 impl StoredSession {
     /// Replays the events after the snapshot: the state as of the newest stored ordinal, and the
     /// log that continues from the snapshot. Fails on a gap in the stored ordinals.
     pub fn replay(self) -> Result<(SessionState, crate::EventLog), String> {
-        let StoredSession { mut state, events } = self;
+        let StoredSession {
+            mut state, events, ..
+        } = self;
         let log = crate::EventLog::continuing(state.ordinal(), events)?;
         for entry in log.entries() {
             state.apply(entry);

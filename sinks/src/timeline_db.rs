@@ -39,12 +39,14 @@ pub struct TimelineDbSink<S> {
 }
 
 impl<S: LogStore> TimelineDbSink<S> {
-    /// A sink continuing `state` (the stored session as of its newest stored ordinal); the
-    /// receiver reports the highest ordinal committed.
+    /// A sink continuing `state` (the stored session as of its newest stored ordinal), whose
+    /// stored entities are as of `entities_ordinal`; the receiver reports the highest ordinal
+    /// committed.
     pub fn new(
         store: S,
         session_id: impl Into<String>,
         state: SessionState,
+        entities_ordinal: u64,
     ) -> (Self, watch::Receiver<u64>) {
         let ordinal = state.ordinal();
         let (committed, acks) = watch::channel(ordinal);
@@ -54,7 +56,7 @@ impl<S: LogStore> TimelineDbSink<S> {
             session_id: session_id.into(),
             committed,
             state,
-            entities_ordinal: ordinal,
+            entities_ordinal,
             snapshot_ordinal: ordinal,
             title_known,
         };

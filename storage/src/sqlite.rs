@@ -206,7 +206,18 @@ impl LogStore for SqliteStore {
                 event,
             });
         }
-        Ok(StoredSession { state, events })
+        let entities_ordinal =
+            sqlx::query("SELECT entities_ordinal FROM sessions WHERE session_id = ?")
+                .bind(session_id)
+                .fetch_optional(&mut self.conn)
+                .await
+                .map_err(|e| self.error(&e))?
+                .map_or(0, |row| row.get::<i64, _>(0) as u64);
+        Ok(StoredSession {
+            state,
+            events,
+            entities_ordinal,
+        })
     }
 
     async fn commit(&mut self, session_id: &str, commit: &Commit) -> Result<(), StoreError> {

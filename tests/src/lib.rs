@@ -12,9 +12,11 @@ use std::{
 
 mod peak_rss;
 mod rpc_client;
+mod timeline_db;
 
 pub use peak_rss::PeakRss;
 pub use rpc_client::{RpcClient, assert_request_scoped};
+pub use timeline_db::TimelineDb;
 
 use reel_proto::rpc::{RpcLine, rpc_line::Frame};
 use serde_json::Value;
