@@ -4,6 +4,7 @@
 //! * stdin RPC: one `reel --stdin-rpc` process driven over real pipes: sequential submits,
 //!   memory per request, and the time from a cancel line to the cancelled submit's done.
 
+mod durable;
 mod stdin_rpc;
 mod stream;
 
@@ -18,6 +19,12 @@ pub struct BenchArgs {
     /// Cancels timed while a reply streams (each kind).
     #[arg(long, default_value_t = 20)]
     pub cancels: usize,
+    /// Text deltas in the long reply stored in the timeline database.
+    #[arg(long, default_value_t = 100_000)]
+    pub durable_deltas: usize,
+    /// Events in the larger session that is resumed.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub resume_events: usize,
 }
 
 pub async fn run(args: BenchArgs) -> u8 {
@@ -36,7 +43,16 @@ pub async fn run(args: BenchArgs) -> u8 {
                 1
             }
         };
-    streamed.max(served)
+    println!();
+    let stored = match durable::run(args.durable_deltas.max(10), args.resume_events.max(10)).await {
+        Ok(true) => 0,
+        Ok(false) => 1,
+        Err(error) => {
+            eprintln!("reel bench: durable: {error}");
+            1
+        }
+    };
+    streamed.max(served).max(stored)
 }
 
 /// A `kB` line of /proc/PID/status, e.g. VmRSS or VmHWM (0 where /proc is missing).
