@@ -86,8 +86,11 @@ pub struct RunCommandArgs {
     #[arg(long, requires = "session_id")]
     pub resume: bool,
     /// The timeline database (SQLite file) that keeps the session's log.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", conflicts_with = "timeline_dsn")]
     pub timeline_db: Option<PathBuf>,
+    /// The timeline database as a DSN: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE.
+    #[arg(long, value_name = "URL")]
+    pub timeline_dsn: Option<String>,
 }
 
 impl RunCommandArgs {

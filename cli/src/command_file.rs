@@ -39,6 +39,7 @@ pub const RESERVED_FLAGS: &[&str] = &[
     "session-id",
     "resume",
     "timeline-db",
+    "timeline-dsn",
     "help",
     "version",
 ];

@@ -1,7 +1,13 @@
-//! Durable stores for reel sessions. [`SqliteStore`] implements the engine's
-//! [`reel_engine::LogStore`] over one SQLite file (schema in `migrations/sqlite`).
+//! Durable stores for reel sessions: the engine's [`reel_engine::LogStore`] over SQLite
+//! ([`SqliteStore`], one file) and PostgreSQL ([`PostgresStore`], shared by many processes and
+//! machines). [`open_timeline`] picks one from a path or a DSN.
 
 mod lease;
+mod postgres;
+mod rows;
 mod sqlite;
+mod timeline_store;
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+pub use timeline_store::{TimelineStore, open_timeline};

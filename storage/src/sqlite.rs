@@ -8,14 +8,16 @@
 
 use std::{path::Path, time::Duration};
 
-use reel_engine::{Commit, LogEntry, LogStore, SessionState, StoreError, StoredSession};
-use reel_proto::{Any, json};
+use reel_engine::{Commit, LogStore, SessionState, StoreError, StoredSession};
 use sqlx::{
     AssertSqlSafe, ConnectOptions, Row, SqliteConnection,
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous},
 };
 
-use crate::lease;
+use crate::{
+    lease,
+    rows::{entity_json, event_from, event_json, now_ms, state_from, to_i64},
+};
 
 /// Rows per multi-row INSERT: one statement costs about 10 us in sqlx, a row far less.
 const ROWS_PER_STATEMENT: usize = 200;
@@ -110,19 +112,8 @@ fn open_error(path: &str, error: &dyn std::fmt::Display) -> StoreError {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 fn db(error: sqlx::Error) -> StoreError {
     StoreError::Database(error.to_string())
-}
-
-fn to_i64(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 #[async_trait::async_trait]
@@ -177,13 +168,8 @@ impl LogStore for SqliteStore {
             .fetch_optional(&mut self.conn)
             .await
             .map_err(|e| self.error(&e))?;
-        let state: SessionState = match &snapshot {
-            Some(row) => serde_json::from_str(row.get::<&str, _>(1)).map_err(|e| {
-                StoreError::Damaged(format!(
-                    "the snapshot of session {session_id:?} at ordinal {} does not decode: {e}",
-                    row.get::<i64, _>(0)
-                ))
-            })?,
+        let state = match &snapshot {
+            Some(row) => state_from(session_id, row.get(0), row.get(1))?,
             None => SessionState::default(),
         };
         let rows = sqlx::query("SELECT ordinal, payload_json, created_at FROM events WHERE session_id = ? AND ordinal > ? ORDER BY ordinal")
@@ -194,17 +180,7 @@ impl LogStore for SqliteStore {
             .map_err(|e| self.error(&e))?;
         let mut events = Vec::with_capacity(rows.len());
         for row in rows {
-            let ordinal: i64 = row.get(0);
-            let event: Any = serde_json::from_str(row.get::<&str, _>(1)).map_err(|e| {
-                StoreError::Damaged(format!(
-                    "event {ordinal} of session {session_id:?} does not decode: {e}"
-                ))
-            })?;
-            events.push(LogEntry {
-                ordinal: ordinal as u64,
-                recorded_at_ms: row.get::<i64, _>(2) as u64,
-                event,
-            });
+            events.push(event_from(session_id, row.get(0), row.get(1), row.get(2))?);
         }
         let entities_ordinal =
             sqlx::query("SELECT entities_ordinal FROM sessions WHERE session_id = ?")
@@ -306,9 +282,7 @@ async fn insert_events(
         }
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for entry in chunk {
-            let payload = json::to_string(&entry.event).map_err(|e| {
-                StoreError::Database(format!("cannot encode event {}: {e}", entry.ordinal))
-            })?;
+            let payload = event_json(entry)?;
             query = query
                 .bind(session_id)
                 .bind(to_i64(entry.ordinal))
@@ -343,12 +317,7 @@ async fn upsert_entities(
         );
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for entity in chunk {
-            let payload = match &entity.payload {
-                Some(payload) => json::to_string(payload).map_err(|e| {
-                    StoreError::Database(format!("cannot encode entity {}: {e}", entity.id))
-                })?,
-                None => "null".to_owned(),
-            };
+            let payload = entity_json(entity)?;
             query = query
                 .bind(session_id)
                 .bind(&entity.id)

@@ -38,6 +38,35 @@ pub fn reel_binary() -> PathBuf {
     binary
 }
 
+/// The PostgreSQL server the tests use (`REEL_TEST_POSTGRES`, default the machine's own), or
+/// `None` after saying so when it does not answer on a developer machine. Under CI it must.
+pub fn postgres_dsn() -> Option<String> {
+    let dsn = std::env::var("REEL_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let host = dsn.rsplit_once('@').map_or("127.0.0.1:5432", |(_, rest)| {
+        rest.split('/').next().unwrap_or(rest)
+    });
+    let reachable = std::net::ToSocketAddrs::to_socket_addrs(host)
+        .ok()
+        .and_then(|mut addresses| addresses.next())
+        .is_some_and(|address| {
+            std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_secs(2))
+                .is_ok()
+        });
+    match (reachable, std::env::var_os("CI").is_some()) {
+        (true, _) => Some(dsn),
+        (false, true) => {
+            panic!("PostgreSQL at {host} does not answer; CI never skips the PostgreSQL tests")
+        }
+        (false, false) => {
+            eprintln!(
+                "SKIPPED: PostgreSQL at {host} does not answer (set REEL_TEST_POSTGRES to use another server)"
+            );
+            None
+        }
+    }
+}
+
 /// The repository root (for `examples/`).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,18 +1,53 @@
-//! Reads a timeline database the way a person with `sqlite3` would, to check what reel wrote.
+//! Reads a timeline database the way a person with `sqlite3` or `psql` would, to check what
+//! reel wrote.
 
 use std::path::Path;
 
 use reel_engine::LogEntry;
 use reel_proto::{Any, rpc::SnapshotEntity};
-use sqlx::{ConnectOptions, Row, SqliteConnection, sqlite::SqliteConnectOptions};
+use sqlx::{
+    ConnectOptions, Connection, PgConnection, Row, SqliteConnection, sqlite::SqliteConnectOptions,
+};
+
+enum Conn {
+    Sqlite(SqliteConnection),
+    Postgres(PgConnection),
+}
 
 /// A read connection to a timeline database (it may be written by a live reel meanwhile).
 pub struct TimelineDb {
     runtime: tokio::runtime::Runtime,
-    conn: SqliteConnection,
+    conn: Conn,
+}
+
+/// One entity row: id, kind, created, last event, tombstone, payload.
+type EntityRow = (String, String, i64, i64, bool, String);
+
+/// Runs a query on either backend; `$sqlite` uses `?` placeholders, `$pg` `$1`.
+macro_rules! on_each {
+    ($self:ident, $sqlite:literal, $pg:literal, $session:expr, $fetch:ident, |$row:ident| $map:expr) => {
+        match &mut $self.conn {
+            Conn::Sqlite(conn) => {
+                let query = sqlx::query($sqlite).bind($session);
+                $self.runtime.block_on(query.$fetch(conn)).map(|rows| on_each!(@map rows, $fetch, |$row| $map))
+            }
+            Conn::Postgres(conn) => {
+                let query = sqlx::query($pg).bind($session);
+                $self.runtime.block_on(query.$fetch(conn)).map(|rows| on_each!(@map rows, $fetch, |$row| $map))
+            }
+        }
+    };
+    (@map $rows:ident, fetch_all, |$row:ident| $map:expr) => {
+        $rows.iter().map(|$row| $map).collect::<Vec<_>>()
+    };
+    (@map $rows:ident, fetch_one, |$row:ident| $map:expr) => {{
+        let $row = &$rows;
+        $map
+    }};
 }
 
 impl TimelineDb {
+    /// A SQLite timeline database file.
     pub fn open(path: &Path) -> Self {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -22,28 +57,44 @@ impl TimelineDb {
         let conn = runtime
             .block_on(options.connect())
             .expect("open the timeline database");
-        Self { runtime, conn }
+        Self {
+            runtime,
+            conn: Conn::Sqlite(conn),
+        }
+    }
+
+    /// A PostgreSQL timeline database.
+    pub fn connect(dsn: &str) -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let conn = runtime
+            .block_on(PgConnection::connect(dsn))
+            .expect("connect to PostgreSQL");
+        Self {
+            runtime,
+            conn: Conn::Postgres(conn),
+        }
     }
 
     /// The session's events, in ordinal order, decoded.
     pub fn events(&mut self, session_id: &str) -> Vec<LogEntry> {
-        let query = sqlx::query(
+        let rows: Vec<(i64, String, String)> = on_each!(
+            self,
             "SELECT ordinal, name, payload_json FROM events WHERE session_id = ? ORDER BY ordinal",
+            "SELECT ordinal, name, payload_json FROM events WHERE session_id = $1 ORDER BY ordinal",
+            session_id,
+            fetch_all,
+            |row| (row.get(0), row.get(1), row.get(2))
         )
-        .bind(session_id)
-        .fetch_all(&mut self.conn);
-        let rows = self.runtime.block_on(query).unwrap();
-        rows.iter()
-            .map(|row| {
-                let event: Any =
-                    serde_json::from_str(row.get::<&str, _>(2)).expect("payload_json decodes");
-                assert_eq!(
-                    event.type_name(),
-                    row.get::<&str, _>(1),
-                    "the name column names the payload"
-                );
+        .unwrap();
+        rows.into_iter()
+            .map(|(ordinal, name, payload)| {
+                let event: Any = serde_json::from_str(&payload).expect("payload_json decodes");
+                assert_eq!(event.type_name(), name, "the name column names the payload");
                 LogEntry {
-                    ordinal: row.get::<i64, _>(0) as u64,
+                    ordinal: ordinal as u64,
                     recorded_at_ms: 0,
                     event,
                 }
@@ -53,52 +104,61 @@ impl TimelineDb {
 
     /// The session's materialized entities, ordered by creation.
     pub fn entities(&mut self, session_id: &str) -> Vec<SnapshotEntity> {
-        let query = sqlx::query(
-            "SELECT entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json FROM entities \
-             WHERE session_id = ? ORDER BY created_ordinal, entity_id",
-        )
-        .bind(session_id)
-        .fetch_all(&mut self.conn);
-        let rows = self.runtime.block_on(query).unwrap();
-        rows.iter()
-            .map(|row| SnapshotEntity {
-                id: row.get(0),
-                kind: row.get(1),
-                created_ordinal: row.get::<i64, _>(2) as u64,
-                last_event_ordinal: row.get::<i64, _>(3) as u64,
-                tombstone: row.get(4),
-                payload: Some(
-                    serde_json::from_str(row.get::<&str, _>(5)).expect("entity payload decodes"),
-                ),
-            })
+        let rows: Vec<EntityRow> = on_each!(self,
+            "SELECT entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json FROM entities WHERE session_id = ? ORDER BY created_ordinal, entity_id",
+            "SELECT entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json FROM entities WHERE session_id = $1 ORDER BY created_ordinal, entity_id",
+            session_id, fetch_all, |row| (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4), row.get(5)))
+        .unwrap();
+        rows.into_iter()
+            .map(
+                |(id, kind, created, last, tombstone, payload)| SnapshotEntity {
+                    id,
+                    kind,
+                    created_ordinal: created as u64,
+                    last_event_ordinal: last as u64,
+                    tombstone,
+                    payload: Some(serde_json::from_str(&payload).expect("entity payload decodes")),
+                },
+            )
             .collect()
     }
 
     /// `sessions.last_ordinal` and `sessions.entities_ordinal`.
     pub fn ordinals(&mut self, session_id: &str) -> (u64, u64) {
-        let query =
-            sqlx::query("SELECT last_ordinal, entities_ordinal FROM sessions WHERE session_id = ?")
-                .bind(session_id)
-                .fetch_one(&mut self.conn);
-        let row = self.runtime.block_on(query).unwrap();
-        (row.get::<i64, _>(0) as u64, row.get::<i64, _>(1) as u64)
-    }
-
-    /// How many text deltas of the session are stored.
-    pub fn delta_count(&mut self, session_id: &str) -> u64 {
-        let query = sqlx::query(
-            "SELECT count(*) FROM events WHERE session_id = ? AND name = 'ChatTextDelta'",
+        let (last, entities): (i64, i64) = on_each!(
+            self,
+            "SELECT last_ordinal, entities_ordinal FROM sessions WHERE session_id = ?",
+            "SELECT last_ordinal, entities_ordinal FROM sessions WHERE session_id = $1",
+            session_id,
+            fetch_one,
+            |row| (row.get(0), row.get(1))
         )
-        .bind(session_id)
-        .fetch_one(&mut self.conn);
-        self.runtime
-            .block_on(query)
-            .map(|row| row.get::<i64, _>(0) as u64)
-            .unwrap_or(0)
+        .unwrap();
+        (last as u64, entities as u64)
     }
 
+    /// How many text deltas of the session are stored (0 before the session exists).
+    pub fn delta_count(&mut self, session_id: &str) -> u64 {
+        let count: Result<i64, sqlx::Error> = on_each!(
+            self,
+            "SELECT count(*) FROM events WHERE session_id = ? AND name = 'ChatTextDelta'",
+            "SELECT count(*) FROM events WHERE session_id = $1 AND name = 'ChatTextDelta'",
+            session_id,
+            fetch_one,
+            |row| row.get(0)
+        );
+        count.map_or(0, |n| n as u64)
+    }
+
+    /// `PRAGMA integrity_check` for SQLite ("ok" for a sound file); PostgreSQL checks itself.
     pub fn integrity_check(&mut self) -> String {
-        let query = sqlx::query("PRAGMA integrity_check").fetch_one(&mut self.conn);
-        self.runtime.block_on(query).unwrap().get(0)
+        match &mut self.conn {
+            Conn::Sqlite(conn) => self
+                .runtime
+                .block_on(sqlx::query("PRAGMA integrity_check").fetch_one(conn))
+                .unwrap()
+                .get(0),
+            Conn::Postgres(_) => "ok".into(),
+        }
     }
 }

@@ -1,18 +1,70 @@
-//! Durable sessions through the real binary: the log in a SQLite timeline database, resume by
-//! replay, `kill -9` in the middle of a reply, one writer per session, damaged files.
+//! Durable sessions through the real binary: the log in a timeline database (every scenario
+//! against SQLite and against PostgreSQL), resume by replay, `kill -9` in the middle of a reply,
+//! one writer per session, damaged files.
 
 use std::{
     io::{BufRead, BufReader},
-    path::Path,
-    process::Stdio,
+    path::{Path, PathBuf},
+    process::{Output, Stdio},
     time::{Duration, Instant},
 };
 
-use reel_engine::{LogEntry, Projection, TimelineProjection};
+use reel_engine::{LogEntry, Projection, TimelineProjection, new_id};
 use reel_proto::{Any, rpc::rpc_line::Frame};
 use reel_tests::{
-    FrameLine, RpcClient, TimelineDb, assert_stream_shape, parse_frames, reel, run, write_file,
+    FrameLine, RpcClient, TimelineDb, assert_stream_shape, parse_frames, postgres_dsn, reel, run,
+    write_file,
 };
+
+/// Where a test keeps its sessions.
+enum Backend {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl Backend {
+    /// The flags that select this database.
+    fn flags(&self) -> [String; 2] {
+        match self {
+            Backend::Sqlite(path) => ["--timeline-db".into(), path.display().to_string()],
+            Backend::Postgres(dsn) => ["--timeline-dsn".into(), dsn.clone()],
+        }
+    }
+
+    /// A reading connection, once the database exists.
+    fn view(&self) -> Option<TimelineDb> {
+        match self {
+            Backend::Sqlite(path) => path.exists().then(|| TimelineDb::open(path)),
+            Backend::Postgres(dsn) => Some(TimelineDb::connect(dsn)),
+        }
+    }
+
+    /// `reel ARGS... DATABASE FLAGS` as a command, not started.
+    fn reel(&self, args: &[&str]) -> std::process::Command {
+        let flags = self.flags();
+        let mut all = args.to_vec();
+        all.extend(flags.iter().map(String::as_str));
+        reel(&all)
+    }
+
+    /// `reel ARGS... DATABASE FLAGS`, run to completion.
+    fn run(&self, args: &[&str]) -> Output {
+        self.reel(args).output().expect("reel runs")
+    }
+
+    /// `reel ARGS... DATABASE FLAGS` as a stdin-RPC client.
+    fn client(&self, args: &[&str]) -> RpcClient {
+        let flags = self.flags();
+        let mut all = args.to_vec();
+        all.extend(flags.iter().map(String::as_str));
+        RpcClient::start(&all)
+    }
+}
+
+/// A session id no other test run uses (PostgreSQL tables outlive test runs).
+fn unique(name: &str) -> String {
+    format!("{name}-{}", new_id())
+}
 
 /// A command file playing `script`; returns its path.
 fn command(dir: &Path, script: &str) -> String {
@@ -69,26 +121,24 @@ fn assert_log_and_entities_agree(db: &mut TimelineDb, session: &str) -> Vec<LogE
     events
 }
 
-#[test]
-fn a_resumed_session_continues_the_conversation_and_the_log() {
+fn a_resumed_session_continues_the_conversation_and_the_log(backend: &Backend) {
     let dir = tempfile::tempdir().unwrap();
     let cmd = command(
         dir.path(),
         "turns:\n  - - text: \"Hi there.\"\n  - - text: \"Sure.\"\n  - - echo_context\n",
     );
-    let db = dir.path().join("data/timeline.db");
-    let db_arg = db.to_str().unwrap();
-    let base = [
-        "run-command",
-        &cmd,
-        "--rpc",
-        "--session-id",
-        "conv",
-        "--timeline-db",
-        db_arg,
-    ];
+    let id = unique("conv");
+    let run = |extra: &[&str]| {
+        backend.run(
+            &[
+                &["run-command", &cmd, "--rpc", "--session-id", &id][..],
+                extra,
+            ]
+            .concat(),
+        )
+    };
 
-    let first = run(&[&base[..], &["--say", "one"]].concat());
+    let first = run(&["--say", "one"]);
     assert!(
         first.status.success(),
         "{}",
@@ -99,11 +149,11 @@ fn a_resumed_session_continues_the_conversation_and_the_log() {
     let first_last = *ui_ordinals(&first).last().unwrap();
 
     // The same id again without --resume is refused: the session exists.
-    let again = run(&[&base[..], &["--say", "two"]].concat());
+    let again = run(&["--say", "two"]);
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("--resume"));
 
-    let second = run(&[&base[..], &["--resume", "--say", "two"]].concat());
+    let second = run(&["--resume", "--say", "two"]);
     assert!(
         second.status.success(),
         "{}",
@@ -121,7 +171,7 @@ fn a_resumed_session_continues_the_conversation_and_the_log() {
     }
     assert_eq!(ui_ordinals(&second)[0], first_last + 1, "ordinals continue");
 
-    let third = run(&[&base[..], &["--resume", "--say", "three"]].concat());
+    let third = run(&["--resume", "--say", "three"]);
     assert!(third.status.success());
     let third = parse_frames(&third.stdout);
     assert_eq!(
@@ -129,25 +179,21 @@ fn a_resumed_session_continues_the_conversation_and_the_log() {
         "user: one\nassistant: Hi there.\nuser: two\nassistant: Sure.\nuser: three"
     );
 
-    let mut db = TimelineDb::open(&db);
-    let events = assert_log_and_entities_agree(&mut db, "conv");
+    let mut db = backend.view().unwrap();
+    let events = assert_log_and_entities_agree(&mut db, &id);
     assert_eq!(*ui_ordinals(&third).last().unwrap(), events.len() as u64);
-    assert_eq!(db.entities("conv").len(), 6);
+    assert_eq!(db.entities(&id).len(), 6);
 }
 
-#[test]
-fn resume_needs_a_stored_session() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    let output = run(&[
+fn resume_needs_a_stored_session(backend: &Backend) {
+    let id = unique("nope");
+    let output = backend.run(&[
         "run-command",
         "examples/echo.yaml",
         "--rpc",
         "--session-id",
-        "nope",
+        &id,
         "--resume",
-        "--timeline-db",
-        db.to_str().unwrap(),
     ]);
     assert_eq!(output.status.code(), Some(1));
     let frames = parse_frames(&output.stdout);
@@ -159,50 +205,35 @@ fn resume_needs_a_stored_session() {
     let error = error.unwrap();
     assert_eq!(error.code, "runner_init_failed");
     assert!(
-        error.message.contains("no session \"nope\""),
+        error.message.contains(&format!("no session {id:?}")),
         "{}",
         error.message
-    );
-    // --resume alone is a usage error.
-    assert_eq!(
-        run(&["run-command", "examples/echo.yaml", "--resume"])
-            .status
-            .code(),
-        Some(2)
     );
 }
 
 /// Starts a long reply, waits until the database holds `deltas` of it, kills reel with
 /// SIGKILL, then checks the database and resumes the session with a new turn.
-fn kill_mid_reply_then_resume(deltas: u64) {
+fn kill_mid_reply_then_resume(backend: &Backend, deltas: u64) {
     let dir = tempfile::tempdir().unwrap();
+    let id = unique("crash");
     let cmd = command(
         dir.path(),
         "turns:\n  - - repeat: {times: 100000, steps: [{text: \"tok \"}, {sleep_ms: 1}]}\n  - - text: \"after\"\n",
     );
-    let db_path = dir.path().join("t.db");
-    let db_arg = db_path.to_str().unwrap();
-    let mut child = reel(&[
-        "run-command",
-        &cmd,
-        "--rpc",
-        "--session-id",
-        "crash",
-        "--timeline-db",
-        db_arg,
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
+    let mut child = backend
+        .reel(&["run-command", &cmd, "--rpc", "--session-id", &id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let stdout = child.stdout.take().unwrap();
     let reader =
         std::thread::spawn(move || BufReader::new(stdout).lines().map_while(Result::ok).count());
     let started = Instant::now();
-    loop {
-        if db_path.exists() && TimelineDb::open(&db_path).delta_count("crash") >= deltas {
-            break;
-        }
+    while !backend
+        .view()
+        .is_some_and(|mut db| db.delta_count(&id) >= deltas)
+    {
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "the reply never reached {deltas} stored deltas"
@@ -213,10 +244,10 @@ fn kill_mid_reply_then_resume(deltas: u64) {
     child.wait().unwrap();
     reader.join().unwrap();
 
-    let mut db = TimelineDb::open(&db_path);
-    let stored = assert_log_and_entities_agree(&mut db, "crash");
+    let mut db = backend.view().unwrap();
+    let stored = assert_log_and_entities_agree(&mut db, &id);
     assert!(
-        db.delta_count("crash") >= deltas,
+        db.delta_count(&id) >= deltas,
         "what was committed before the kill is there"
     );
     assert!(
@@ -227,14 +258,12 @@ fn kill_mid_reply_then_resume(deltas: u64) {
     drop(db);
 
     // Resume: the interrupted run is closed by new events, then the new turn runs.
-    let resumed = run(&[
+    let resumed = backend.run(&[
         "run-command",
         &cmd,
         "--rpc",
         "--session-id",
-        "crash",
-        "--timeline-db",
-        db_arg,
+        &id,
         "--resume",
         "--say",
         "again",
@@ -278,74 +307,62 @@ fn kill_mid_reply_then_resume(deltas: u64) {
     );
     assert_eq!(final_text(&frames).rsplit("tok ").next(), Some("after"));
 
-    let mut db = TimelineDb::open(&db_path);
-    let events = assert_log_and_entities_agree(&mut db, "crash");
+    let mut db = backend.view().unwrap();
+    let events = assert_log_and_entities_agree(&mut db, &id);
     assert_eq!(
         &events[..stored.len()],
         &stored[..],
         "history was not edited"
     );
-    let mut ids: Vec<String> = db.entities("crash").into_iter().map(|e| e.id).collect();
-    let count = ids.len();
+    let entities = db.entities(&id);
+    let mut ids: Vec<&str> = entities.iter().map(|e| e.id.as_str()).collect();
+    ids.sort_unstable();
     ids.dedup();
-    assert_eq!(ids.len(), count, "no duplicated entity");
-    let interrupted = db
-        .entities("crash")
-        .into_iter()
-        .find(|e| matches!(&e.payload, Some(Any::ChatMessageEntity(m)) if m.role == "assistant"))
+    assert_eq!(ids.len(), entities.len(), "no duplicated entity");
+    let interrupted = entities
+        .iter()
+        .find_map(|e| match &e.payload {
+            Some(Any::ChatMessageEntity(m)) if m.role == "assistant" => Some(m.clone()),
+            _ => None,
+        })
         .unwrap();
-    match interrupted.payload.unwrap() {
-        Any::ChatMessageEntity(m) => {
-            assert_eq!(m.status, "failed");
-            assert!(m.text.starts_with("tok tok"));
-        }
-        _ => unreachable!(),
-    }
+    assert_eq!(interrupted.status, "failed");
+    assert!(interrupted.text.starts_with("tok"));
 }
 
-#[test]
-fn kill_9_at_the_first_delta_then_resume() {
-    kill_mid_reply_then_resume(1);
+fn kill_9_at_the_first_delta_then_resume(backend: &Backend) {
+    kill_mid_reply_then_resume(backend, 1);
 }
 
-#[test]
-fn kill_9_early_in_a_reply_then_resume() {
-    kill_mid_reply_then_resume(40);
+fn kill_9_early_in_a_reply_then_resume(backend: &Backend) {
+    kill_mid_reply_then_resume(backend, 40);
 }
 
-#[test]
-fn kill_9_late_in_a_reply_then_resume() {
-    kill_mid_reply_then_resume(300);
+fn kill_9_late_in_a_reply_then_resume(backend: &Backend) {
+    kill_mid_reply_then_resume(backend, 300);
 }
 
-#[test]
-fn a_second_process_on_the_same_session_fails_fast() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    let db_arg = db.to_str().unwrap();
-    let mut first = RpcClient::start(&[
+fn a_second_process_on_the_same_session_fails_fast(backend: &Backend) {
+    let id = unique("shared");
+    let mut first = backend.client(&[
         "run-command",
         "examples/echo.yaml",
         "--rpc",
         "--stdin-rpc",
         "--session-id",
-        "shared",
-        "--timeline-db",
-        db_arg,
+        &id,
     ]);
     first.send(r#"{"requestId":"a","submit":{"prompt":"first writer"}}"#);
     assert_eq!(first.done_of("a"), "ok");
 
     let started = Instant::now();
-    let second = run(&[
+    let second = backend.run(&[
         "run-command",
         "examples/echo.yaml",
         "--rpc",
         "--session-id",
-        "shared",
+        &id,
         "--resume",
-        "--timeline-db",
-        db_arg,
     ]);
     assert_eq!(second.status.code(), Some(1));
     assert!(
@@ -363,15 +380,13 @@ fn a_second_process_on_the_same_session_fails_fast() {
     assert!(status.success());
 
     // Once the first process is gone, the session resumes.
-    let third = run(&[
+    let third = backend.run(&[
         "run-command",
         "examples/echo.yaml",
         "--rpc",
         "--session-id",
-        "shared",
+        &id,
         "--resume",
-        "--timeline-db",
-        db_arg,
         "--name",
         "x",
     ]);
@@ -380,34 +395,32 @@ fn a_second_process_on_the_same_session_fails_fast() {
         "{}",
         String::from_utf8_lossy(&third.stderr)
     );
-    let mut db = TimelineDb::open(&db);
-    assert_log_and_entities_agree(&mut db, "shared");
+    let mut db = backend.view().unwrap();
+    assert_log_and_entities_agree(&mut db, &id);
 }
 
-#[test]
-fn a_stdin_session_is_stored_and_resumed() {
+fn a_stdin_session_is_stored_and_resumed(backend: &Backend) {
     let dir = tempfile::tempdir().unwrap();
     let cmd = command(
         dir.path(),
         "turns:\n  - - text: \"One.\"\n  - - echo_context\n",
     );
-    let db = dir.path().join("t.db");
-    let db_arg = db.to_str().unwrap();
-    let mut client = RpcClient::start(&[
+    let id = unique("chat");
+    let mut client = backend.client(&[
         "run-command",
         &cmd,
         "--rpc",
         "--stdin-rpc",
         "--session-id",
-        "chat",
-        "--timeline-db",
-        db_arg,
+        &id,
     ]);
-    client.send(r#"{"sessionId":"chat","requestId":"a","submit":{"prompt":"first"}}"#);
+    client.send(&format!(
+        r#"{{"sessionId":"{id}","requestId":"a","submit":{{"prompt":"first"}}}}"#
+    ));
     assert_eq!(client.done_of("a"), "ok");
     // done means durable: the database holds the whole run now.
-    let mut view = TimelineDb::open(&db);
-    let stored = assert_log_and_entities_agree(&mut view, "chat");
+    let mut view = backend.view().unwrap();
+    let stored = assert_log_and_entities_agree(&mut view, &id);
     assert!(matches!(
         stored.last().unwrap().event,
         Any::ChatRunFinished(_)
@@ -416,16 +429,14 @@ fn a_stdin_session_is_stored_and_resumed() {
     client.close_stdin();
     assert!(client.finish().0.success());
 
-    let mut client = RpcClient::start(&[
+    let mut client = backend.client(&[
         "run-command",
         &cmd,
         "--rpc",
         "--stdin-rpc",
         "--session-id",
-        "chat",
+        &id,
         "--resume",
-        "--timeline-db",
-        db_arg,
     ]);
     client.send(r#"{"requestId":"b","submit":{"prompt":"second"}}"#);
     assert_eq!(client.done_of("b"), "ok");
@@ -437,8 +448,53 @@ fn a_stdin_session_is_stored_and_resumed() {
     );
 }
 
+/// Each scenario against SQLite and against PostgreSQL.
+macro_rules! on_both_backends {
+    ($($scenario:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[test]
+                fn $scenario() {
+                    let dir = tempfile::tempdir().unwrap();
+                    super::$scenario(&super::Backend::Sqlite(dir.path().join("data/timeline.db")));
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                fn $scenario() {
+                    if let Some(dsn) = super::postgres_dsn() {
+                        super::$scenario(&super::Backend::Postgres(dsn));
+                    }
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    a_resumed_session_continues_the_conversation_and_the_log,
+    resume_needs_a_stored_session,
+    kill_9_at_the_first_delta_then_resume,
+    kill_9_early_in_a_reply_then_resume,
+    kill_9_late_in_a_reply_then_resume,
+    a_second_process_on_the_same_session_fails_fast,
+    a_stdin_session_is_stored_and_resumed,
+);
+
 #[test]
-fn a_damaged_database_is_refused_and_left_as_it_was() {
+fn resume_alone_is_a_usage_error() {
+    assert_eq!(
+        run(&["run-command", "examples/echo.yaml", "--resume"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn a_damaged_sqlite_database_is_refused_and_left_as_it_was() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
     let garbage: Vec<u8> = (0..8192u32).map(|i| (i * 7 % 251) as u8).collect();

@@ -10,8 +10,8 @@
 use std::{path::Path, sync::Arc, time::Instant};
 
 use reel_engine::{
-    Fanout, LogStore, ModelSettings, RunRequest, Script, ScriptedProvider, Session, SessionState, Step, done_status,
-    scripted::Repeat,
+    Fanout, LogStore, ModelSettings, RunRequest, Script, ScriptedProvider, Session, SessionState,
+    Step, done_status, scripted::Repeat,
 };
 use reel_sinks::TimelineDbSink;
 use reel_storage::SqliteStore;
@@ -20,8 +20,13 @@ use tokio_util::sync::CancellationToken;
 const SESSION: &str = "bench";
 
 pub async fn run(deltas: usize, resume_events: usize) -> Result<bool, String> {
-    println!("reel bench: a scripted reply into the SQLite timeline database (done waits for the commit)");
-    println!("{:>10} {:>10} {:>16} {:>14}", "deltas", "seconds", "events/s stored", "DB bytes/delta");
+    println!(
+        "reel bench: a scripted reply into the SQLite timeline database (done waits for the commit)"
+    );
+    println!(
+        "{:>10} {:>10} {:>16} {:>14}",
+        "deltas", "seconds", "events/s stored", "DB bytes/delta"
+    );
     let mut per_delta = Vec::new();
     for deltas in [deltas / 10, deltas] {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -29,14 +34,20 @@ pub async fn run(deltas: usize, resume_events: usize) -> Result<bool, String> {
         let (events, seconds) = store_reply(&path, deltas as u64).await?;
         let bytes = database_bytes(&path);
         let bytes_per_delta = bytes as f64 / deltas as f64;
-        println!("{deltas:>10} {seconds:>10.3} {:>16.0} {bytes_per_delta:>14.1}", events as f64 / seconds);
+        println!(
+            "{deltas:>10} {seconds:>10.3} {:>16.0} {bytes_per_delta:>14.1}",
+            events as f64 / seconds
+        );
         per_delta.push(bytes_per_delta);
     }
     let ratio = per_delta[1] / per_delta[0];
     println!("database bytes per delta, long / short reply: {ratio:.3} (must stay below 1.10)");
 
     println!("resume: open the database, load the newest snapshot and the events after it, replay");
-    println!("{:>10} {:>16} {:>16} {:>10}", "events", "snapshot at", "events replayed", "seconds");
+    println!(
+        "{:>10} {:>16} {:>16} {:>10}",
+        "events", "snapshot at", "events replayed", "seconds"
+    );
     for events in [resume_events / 10, resume_events] {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let path = dir.path().join("timeline.db");
@@ -48,7 +59,10 @@ pub async fn run(deltas: usize, resume_events: usize) -> Result<bool, String> {
         let (state, log) = stored.replay()?;
         let seconds = started.elapsed().as_secs_f64();
         assert_eq!(state.ordinal(), log.last_ordinal());
-        println!("{:>10} {snapshot_at:>16} {replayed:>16} {seconds:>10.3}", log.last_ordinal());
+        println!(
+            "{:>10} {snapshot_at:>16} {replayed:>16} {seconds:>10.3}",
+            log.last_ordinal()
+        );
     }
     Ok(ratio < 1.10)
 }
@@ -62,8 +76,13 @@ async fn store_reply(path: &Path, deltas: u64) -> Result<(u64, f64), String> {
     let mut fanout = Fanout::new();
     fanout.attach_durable(Box::new(sink), committed);
     let mut session = Session::new(SESSION, fanout);
-    let repeat = Repeat { times: deltas, steps: vec![Step::Text("tok ".into())] };
-    let provider = ScriptedProvider::new(Script { turns: vec![vec![Step::Repeat(repeat)]] });
+    let repeat = Repeat {
+        times: deltas,
+        steps: vec![Step::Text("tok ".into())],
+    };
+    let provider = ScriptedProvider::new(Script {
+        turns: vec![vec![Step::Repeat(repeat)]],
+    });
     let rid: Arc<str> = Arc::from("");
     let started = Instant::now();
     let request = RunRequest {

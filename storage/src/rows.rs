@@ -1,0 +1,62 @@
+//! How events, entities and snapshots become column values, and back, in every backend.
+
+use reel_engine::{LogEntry, SessionState, StoreError};
+use reel_proto::{Any, json, rpc::SnapshotEntity};
+
+/// An event's payload as canonical protobuf JSON ("@type" first).
+pub fn event_json(entry: &LogEntry) -> Result<String, StoreError> {
+    json::to_string(&entry.event)
+        .map_err(|e| StoreError::Database(format!("cannot encode event {}: {e}", entry.ordinal)))
+}
+
+/// An entity's payload as canonical protobuf JSON.
+pub fn entity_json(entity: &SnapshotEntity) -> Result<String, StoreError> {
+    match &entity.payload {
+        Some(payload) => json::to_string(payload)
+            .map_err(|e| StoreError::Database(format!("cannot encode entity {}: {e}", entity.id))),
+        None => Ok("null".to_owned()),
+    }
+}
+
+/// A stored event, decoded.
+pub fn event_from(
+    session_id: &str,
+    ordinal: i64,
+    payload_json: &str,
+    created_at: i64,
+) -> Result<LogEntry, StoreError> {
+    let event: Any = serde_json::from_str(payload_json).map_err(|e| {
+        StoreError::Damaged(format!(
+            "event {ordinal} of session {session_id:?} does not decode: {e}"
+        ))
+    })?;
+    Ok(LogEntry {
+        ordinal: ordinal as u64,
+        recorded_at_ms: created_at as u64,
+        event,
+    })
+}
+
+/// A stored snapshot, decoded.
+pub fn state_from(
+    session_id: &str,
+    ordinal: i64,
+    state_json: &str,
+) -> Result<SessionState, StoreError> {
+    serde_json::from_str(state_json).map_err(|e| {
+        StoreError::Damaged(format!(
+            "the snapshot of session {session_id:?} at ordinal {ordinal} does not decode: {e}"
+        ))
+    })
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+pub fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}

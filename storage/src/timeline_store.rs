@@ -1,0 +1,58 @@
+//! Choosing a timeline store from what the user gave: a file path or a DSN.
+
+use std::path::Path;
+
+use reel_engine::{Commit, LogStore, StoreError, StoredSession};
+
+use crate::{PostgresStore, SqliteStore};
+
+/// A timeline database of either kind.
+pub enum TimelineStore {
+    Sqlite(SqliteStore),
+    Postgres(PostgresStore),
+}
+
+/// Opens `sqlite://PATH`, `postgres://...` / `postgresql://...`, or a plain file path.
+pub async fn open_timeline(location: &str) -> Result<TimelineStore, StoreError> {
+    if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+        return PostgresStore::connect(location)
+            .await
+            .map(TimelineStore::Postgres);
+    }
+    let path = location.strip_prefix("sqlite://").unwrap_or(location);
+    SqliteStore::open(Path::new(path))
+        .await
+        .map(TimelineStore::Sqlite)
+}
+
+macro_rules! delegate {
+    ($self:ident, $store:ident => $call:expr) => {
+        match $self {
+            TimelineStore::Sqlite($store) => $call,
+            TimelineStore::Postgres($store) => $call,
+        }
+    };
+}
+
+#[async_trait::async_trait]
+impl LogStore for TimelineStore {
+    async fn exists(&mut self, session_id: &str) -> Result<bool, StoreError> {
+        delegate!(self, store => store.exists(session_id).await)
+    }
+
+    async fn lease(&mut self, session_id: &str) -> Result<(), StoreError> {
+        delegate!(self, store => store.lease(session_id).await)
+    }
+
+    async fn load(&mut self, session_id: &str) -> Result<StoredSession, StoreError> {
+        delegate!(self, store => store.load(session_id).await)
+    }
+
+    async fn commit(&mut self, session_id: &str, commit: &Commit) -> Result<(), StoreError> {
+        delegate!(self, store => store.commit(session_id, commit).await)
+    }
+
+    async fn release(&mut self, session_id: &str) -> Result<(), StoreError> {
+        delegate!(self, store => store.release(session_id).await)
+    }
+}
