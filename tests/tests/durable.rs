@@ -230,9 +230,9 @@ fn kill_mid_reply_then_resume(backend: &Backend, deltas: u64) {
     let reader =
         std::thread::spawn(move || BufReader::new(stdout).lines().map_while(Result::ok).count());
     let started = Instant::now();
-    while !backend
+    while backend
         .view()
-        .is_some_and(|mut db| db.delta_count(&id) >= deltas)
+        .is_none_or(|mut db| db.delta_count(&id) < deltas)
     {
         assert!(
             started.elapsed() < Duration::from_secs(60),
