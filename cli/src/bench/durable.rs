@@ -1,5 +1,7 @@
-//! The durable benchmark: a scripted reply through the session into the SQLite timeline
-//! database, with the run's done waiting for the commit, as `run-command --session-id` does.
+//! The durable benchmark: a scripted reply through the session into the timeline database
+//! (SQLite, and PostgreSQL when one answers), with the run's done waiting for the commit, as
+//! `run-command --session-id` does. Bytes written are the file's size for SQLite and the WAL
+//! written during the run for PostgreSQL.
 //!
 //! * committed events per second;
 //! * database bytes per delta, for a reply and one ten times longer: the ratio must stay near 1
@@ -7,33 +9,105 @@
 //! * resume time (open, load the newest snapshot and the events after it, replay) for a log and
 //!   one ten times longer.
 
-use std::{path::Path, sync::Arc, time::Instant};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Instant,
+};
 
 use reel_engine::{
     Fanout, LogStore, ModelSettings, RunRequest, Script, ScriptedProvider, Session, SessionState,
-    Step, done_status, scripted::Repeat,
+    Step, done_status, new_id, scripted::Repeat,
 };
 use reel_sinks::TimelineDbSink;
-use reel_storage::SqliteStore;
+use reel_storage::open_timeline;
+use sqlx::{Connection, PgConnection, Row};
 use tokio_util::sync::CancellationToken;
 
-const SESSION: &str = "bench";
+pub async fn run(
+    deltas: usize,
+    resume_events: usize,
+    postgres: Option<String>,
+) -> Result<bool, String> {
+    let mut ok = true;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut databases = vec![Database::Sqlite(dir.path().to_path_buf())];
+    databases.extend(postgres.map(Database::Postgres));
+    for database in &databases {
+        ok &= bench_database(database, deltas, resume_events).await?;
+        println!();
+    }
+    Ok(ok)
+}
 
-pub async fn run(deltas: usize, resume_events: usize) -> Result<bool, String> {
+/// A database to measure.
+enum Database {
+    /// A folder for SQLite files.
+    Sqlite(PathBuf),
+    /// A PostgreSQL DSN.
+    Postgres(String),
+}
+
+impl Database {
+    fn name(&self) -> &'static str {
+        match self {
+            Database::Sqlite(_) => "SQLite",
+            Database::Postgres(_) => "PostgreSQL",
+        }
+    }
+
+    /// Where the session `session` is stored.
+    fn location(&self, session: &str) -> String {
+        match self {
+            Database::Sqlite(folder) => folder.join(format!("{session}.db")).display().to_string(),
+            Database::Postgres(dsn) => dsn.clone(),
+        }
+    }
+
+    /// Bytes the database has written so far for `session`'s store.
+    async fn bytes_written(&self, session: &str) -> Result<u64, String> {
+        match self {
+            Database::Sqlite(folder) => {
+                let path = folder.join(format!("{session}.db"));
+                let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+                Ok(size(&path) + size(&path.with_extension("db-wal")))
+            }
+            Database::Postgres(dsn) => {
+                let mut conn = PgConnection::connect(dsn)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let row =
+                    sqlx::query("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")
+                        .fetch_one(&mut conn)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                Ok(row.get::<i64, _>(0) as u64)
+            }
+        }
+    }
+}
+
+async fn bench_database(
+    database: &Database,
+    deltas: usize,
+    resume_events: usize,
+) -> Result<bool, String> {
     println!(
-        "reel bench: a scripted reply into the SQLite timeline database (done waits for the commit)"
+        "reel bench: a scripted reply into the {} timeline database (done waits for the commit)",
+        database.name()
     );
     println!(
         "{:>10} {:>10} {:>16} {:>14}",
-        "deltas", "seconds", "events/s stored", "DB bytes/delta"
+        "deltas", "seconds", "events/s stored", "bytes/delta"
     );
     let mut per_delta = Vec::new();
     for deltas in [deltas / 10, deltas] {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let path = dir.path().join("timeline.db");
-        let (events, seconds) = store_reply(&path, deltas as u64).await?;
-        let bytes = database_bytes(&path);
-        let bytes_per_delta = bytes as f64 / deltas as f64;
+        let session = format!("bench-{}", new_id());
+        let before = database.bytes_written(&session).await?;
+        let (events, seconds) =
+            store_reply(&database.location(&session), &session, deltas as u64).await?;
+        let written = database.bytes_written(&session).await? - before;
+        let bytes_per_delta = written as f64 / deltas as f64;
         println!(
             "{deltas:>10} {seconds:>10.3} {:>16.0} {bytes_per_delta:>14.1}",
             events as f64 / seconds
@@ -41,7 +115,7 @@ pub async fn run(deltas: usize, resume_events: usize) -> Result<bool, String> {
         per_delta.push(bytes_per_delta);
     }
     let ratio = per_delta[1] / per_delta[0];
-    println!("database bytes per delta, long / short reply: {ratio:.3} (must stay below 1.10)");
+    println!("bytes written per delta, long / short reply: {ratio:.3} (must stay below 1.10)");
 
     println!("resume: open the database, load the newest snapshot and the events after it, replay");
     println!(
@@ -49,12 +123,13 @@ pub async fn run(deltas: usize, resume_events: usize) -> Result<bool, String> {
         "events", "snapshot at", "events replayed", "seconds"
     );
     for events in [resume_events / 10, resume_events] {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let path = dir.path().join("timeline.db");
-        store_reply(&path, events as u64).await?;
+        let session = format!("bench-{}", new_id());
+        store_reply(&database.location(&session), &session, events as u64).await?;
         let started = Instant::now();
-        let mut store = SqliteStore::open(&path).await.map_err(|e| e.to_string())?;
-        let stored = store.load(SESSION).await.map_err(|e| e.to_string())?;
+        let mut store = open_timeline(&database.location(&session))
+            .await
+            .map_err(|e| e.to_string())?;
+        let stored = store.load(&session).await.map_err(|e| e.to_string())?;
         let (snapshot_at, replayed) = (stored.state.ordinal(), stored.events.len());
         let (state, log) = stored.replay()?;
         let seconds = started.elapsed().as_secs_f64();
@@ -69,13 +144,13 @@ pub async fn run(deltas: usize, resume_events: usize) -> Result<bool, String> {
 
 /// Streams a reply of `deltas` text deltas into a new timeline database; returns the events
 /// stored and the seconds from the prompt to the commit of its last event.
-async fn store_reply(path: &Path, deltas: u64) -> Result<(u64, f64), String> {
-    let mut store = SqliteStore::open(path).await.map_err(|e| e.to_string())?;
-    store.lease(SESSION).await.map_err(|e| e.to_string())?;
-    let (sink, committed) = TimelineDbSink::new(store, SESSION, SessionState::default(), 0);
+async fn store_reply(location: &str, session_id: &str, deltas: u64) -> Result<(u64, f64), String> {
+    let mut store = open_timeline(location).await.map_err(|e| e.to_string())?;
+    store.lease(session_id).await.map_err(|e| e.to_string())?;
+    let (sink, committed) = TimelineDbSink::new(store, session_id, SessionState::default(), 0);
     let mut fanout = Fanout::new();
     fanout.attach_durable(Box::new(sink), committed);
-    let mut session = Session::new(SESSION, fanout);
+    let mut session = Session::new(session_id, fanout);
     let repeat = Repeat {
         times: deltas,
         steps: vec![Step::Text("tok ".into())],
@@ -102,10 +177,4 @@ async fn store_reply(path: &Path, deltas: u64) -> Result<(u64, f64), String> {
         return Err(format!("storing the reply failed: {failures:?}"));
     }
     Ok((events, seconds))
-}
-
-/// The database file and its WAL, in bytes.
-fn database_bytes(path: &Path) -> u64 {
-    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-    size(path) + size(&path.with_extension("db-wal"))
 }

@@ -25,6 +25,9 @@ pub struct BenchArgs {
     /// Events in the larger session that is resumed.
     #[arg(long, default_value_t = 1_000_000)]
     pub resume_events: usize,
+    /// Also measure this PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/test.
+    #[arg(long, value_name = "URL")]
+    pub postgres: Option<String>,
 }
 
 pub async fn run(args: BenchArgs) -> u8 {
@@ -44,7 +47,13 @@ pub async fn run(args: BenchArgs) -> u8 {
             }
         };
     println!();
-    let stored = match durable::run(args.durable_deltas.max(10), args.resume_events.max(10)).await {
+    let stored = match durable::run(
+        args.durable_deltas.max(10),
+        args.resume_events.max(10),
+        args.postgres,
+    )
+    .await
+    {
         Ok(true) => 0,
         Ok(false) => 1,
         Err(error) => {
