@@ -24,7 +24,8 @@ impl PostgresStore {
     /// Connects to `dsn` (`postgres://user@host:port/database`) and migrates the schema.
     pub async fn connect(dsn: &str) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(dsn)
-            .map_err(|e| StoreError::Database(format!("invalid PostgreSQL DSN: {e}")))?;
+            .map_err(|e| StoreError::Database(format!("invalid PostgreSQL DSN: {e}")))?
+            .application_name(&format!("reel/{}", std::process::id()));
         let shown = format!(
             "postgres://{}@{}:{}/{}",
             options.get_username(),
