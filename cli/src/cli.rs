@@ -91,6 +91,12 @@ pub struct RunCommandArgs {
     /// The timeline database as a DSN: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE.
     #[arg(long, value_name = "URL")]
     pub timeline_dsn: Option<String>,
+    /// The turns database (SQLite file): the model context after each run.
+    #[arg(long, value_name = "PATH", conflicts_with = "turns_dsn")]
+    pub turns_db: Option<PathBuf>,
+    /// The turns database as a DSN: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE.
+    #[arg(long, value_name = "URL")]
+    pub turns_dsn: Option<String>,
 }
 
 impl RunCommandArgs {

@@ -40,6 +40,8 @@ pub const RESERVED_FLAGS: &[&str] = &[
     "resume",
     "timeline-db",
     "timeline-dsn",
+    "turns-db",
+    "turns-dsn",
     "help",
     "version",
 ];

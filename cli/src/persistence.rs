@@ -1,17 +1,22 @@
-//! Where a session is kept: opening the timeline database, starting or resuming the session in
-//! it, and taking the session's lease.
+//! Where a session is kept: opening the timeline and turns databases, starting or resuming the
+//! session in them, and taking the session's lease.
+//!
+//! With `--session-id` and no database flag, both databases live in the user's data folder.
+//! With only a turns database, a resumed session starts from its latest turn (it has no log to
+//! replay) and its ordinals start again at 1, as the anchor does.
 
 use std::path::PathBuf;
 
-use reel_engine::{EventLog, LogStore, SessionState, new_id};
+use reel_engine::{EventLog, LogStore, SessionState, TurnStore, new_id};
 use reel_storage::{TimelineStore, open_timeline};
 
 use crate::cli::RunCommandArgs;
 
-/// A session opened in a timeline database.
+/// A session opened in its databases.
 pub struct Opened {
-    pub store: TimelineStore,
     pub session_id: String,
+    pub timeline: Option<TimelineStore>,
+    pub turns: Option<TimelineStore>,
     /// The stored session's state and log (empty for a new session).
     pub state: SessionState,
     pub log: EventLog,
@@ -21,20 +26,34 @@ pub struct Opened {
 
 /// Opens the session the flags ask for; `None` when the run is not persisted.
 pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
-    let location = match (&args.timeline_dsn, &args.timeline_db, &args.session_id) {
-        (Some(dsn), _, _) => dsn.clone(),
-        (None, Some(path), _) => path.display().to_string(),
-        (None, None, Some(_)) => {
-            let path = default_timeline_db()?;
-            tracing::info!("timeline database: {}", path.display());
-            path.display().to_string()
-        }
-        (None, None, None) => return Ok(None),
+    let Some((timeline_at, turns_at)) = locations(args)? else {
+        return Ok(None);
     };
-    let mut store = open_timeline(&location).await.map_err(|e| e.to_string())?;
-    let shown = without_password(&location);
     let session_id = args.session_id.clone().unwrap_or_else(new_id);
-    let exists = store.exists(&session_id).await.map_err(|e| e.to_string())?;
+    let mut timeline = match &timeline_at {
+        Some(location) => Some(open_timeline(location).await.map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let mut turns = match &turns_at {
+        Some(location) => Some(open_timeline(location).await.map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let shown = without_password(
+        timeline_at
+            .as_ref()
+            .or(turns_at.as_ref())
+            .expect("one database at least"),
+    );
+
+    let exists = match (&mut timeline, &mut turns) {
+        (Some(store), _) => store.exists(&session_id).await,
+        (None, Some(store)) => store
+            .latest_turn(&session_id)
+            .await
+            .map(|turn| turn.is_some()),
+        (None, None) => unreachable!("one database at least"),
+    }
+    .map_err(|e| e.to_string())?;
     match (args.resume, exists) {
         (true, false) => {
             return Err(format!(
@@ -48,12 +67,31 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
         }
         _ => {}
     }
-    store.lease(&session_id).await.map_err(|e| e.to_string())?;
-    let stored = store.load(&session_id).await.map_err(|e| e.to_string())?;
-    let entities_ordinal = stored.entities_ordinal;
-    let (state, log) = stored
-        .replay()
-        .map_err(|e| format!("session {session_id:?} in {shown}: {e}"))?;
+
+    let (state, log, entities_ordinal) = match (&mut timeline, &mut turns) {
+        (Some(store), _) => {
+            store.lease(&session_id).await.map_err(|e| e.to_string())?;
+            let stored = store.load(&session_id).await.map_err(|e| e.to_string())?;
+            let entities_ordinal = stored.entities_ordinal;
+            let (state, log) = stored
+                .replay()
+                .map_err(|e| format!("session {session_id:?} in {shown}: {e}"))?;
+            (state, log, entities_ordinal)
+        }
+        (None, Some(store)) => {
+            let turn = store
+                .latest_turn(&session_id)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut state = SessionState::default();
+            if let Some(turn) = turn {
+                state.context =
+                    reel_engine::ModelContextProjection::from_turn(turn.context, turn.model_calls);
+            }
+            (state, EventLog::new(), 0)
+        }
+        (None, None) => unreachable!("one database at least"),
+    };
     if args.resume {
         tracing::info!(
             "resuming session {session_id} at ordinal {}",
@@ -61,16 +99,46 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
         );
     }
     Ok(Some(Opened {
-        store,
         session_id,
+        timeline,
+        turns,
         state,
         log,
         entities_ordinal,
     }))
 }
 
-/// `$XDG_DATA_HOME/reel/timeline.db`, or `~/.local/share/reel/timeline.db`.
-fn default_timeline_db() -> Result<PathBuf, String> {
+/// The timeline and turns databases the flags name; `None` when nothing is persisted.
+fn locations(args: &RunCommandArgs) -> Result<Option<(Option<String>, Option<String>)>, String> {
+    let timeline = args
+        .timeline_dsn
+        .clone()
+        .or_else(|| args.timeline_db.as_ref().map(|p| p.display().to_string()));
+    let turns = args
+        .turns_dsn
+        .clone()
+        .or_else(|| args.turns_db.as_ref().map(|p| p.display().to_string()));
+    Ok(match (timeline, turns, &args.session_id) {
+        (None, None, None) => None,
+        (None, None, Some(_)) => {
+            let folder = data_folder()?;
+            let (timeline, turns) = (folder.join("timeline.db"), folder.join("turns.db"));
+            tracing::info!(
+                "timeline database: {}; turns database: {}",
+                timeline.display(),
+                turns.display()
+            );
+            Some((
+                Some(timeline.display().to_string()),
+                Some(turns.display().to_string()),
+            ))
+        }
+        (timeline, turns, _) => Some((timeline, turns)),
+    })
+}
+
+/// `$XDG_DATA_HOME/reel`, or `~/.local/share/reel`.
+fn data_folder() -> Result<PathBuf, String> {
     let data = match std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
         Some(data) => PathBuf::from(data),
         None => {
@@ -79,7 +147,7 @@ fn default_timeline_db() -> Result<PathBuf, String> {
             PathBuf::from(home).join(".local/share")
         }
     };
-    Ok(data.join("reel").join("timeline.db"))
+    Ok(data.join("reel"))
 }
 
 /// `location` as it may appear in messages: a DSN's password is left out.

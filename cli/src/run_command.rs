@@ -14,6 +14,7 @@ use reel_engine::{
 use reel_proto::rpc::{self, HelloFrame};
 use reel_sinks::{
     DebugFileSink, DocumentFormat, ResultDocumentSink, StdoutJsonlSink, TextSink, TimelineDbSink,
+    TurnsDbSink,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -83,13 +84,25 @@ pub async fn run(invocation: Invocation) -> u8 {
     let persisted = opened.is_some();
     let mut session = match opened {
         Some(opened) => {
-            let (sink, committed) = TimelineDbSink::new(
-                opened.store,
-                opened.session_id.clone(),
-                opened.state.clone(),
-                opened.entities_ordinal,
-            );
-            fanout.attach_durable(Box::new(sink), committed);
+            let ordinal = opened.log.last_ordinal();
+            if let Some(store) = opened.timeline {
+                let (sink, committed) = TimelineDbSink::new(
+                    store,
+                    opened.session_id.clone(),
+                    opened.state.clone(),
+                    opened.entities_ordinal,
+                );
+                fanout.attach_durable(Box::new(sink), committed);
+            }
+            if let Some(store) = opened.turns {
+                let (sink, committed) = TurnsDbSink::new(
+                    store,
+                    opened.session_id.clone(),
+                    opened.state.context.clone(),
+                    ordinal,
+                );
+                fanout.attach_durable(Box::new(sink), committed);
+            }
             Session::resume(opened.session_id, fanout, opened.state, opened.log)
         }
         None => Session::new(args.session_id.clone().unwrap_or_else(new_id), fanout),

@@ -78,6 +78,16 @@ impl ModelContextProjection {
     pub fn calls(&self) -> u64 {
         self.calls
     }
+
+    /// A projection that starts from a stored conversation (a turn), as if its log had been
+    /// folded: resuming from a turns database, which keeps no log.
+    pub fn from_turn(messages: Vec<ContextMessage>, calls: u64) -> Self {
+        Self {
+            messages,
+            calls,
+            ..Self::default()
+        }
+    }
 }
 
 impl Projection for ModelContextProjection {

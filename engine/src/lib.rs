@@ -40,5 +40,5 @@ pub use scripted::{Repeat, Script, ScriptError, ScriptedProvider, Step};
 pub use server::{Incoming, ServeConfig, ServeEnd, serve};
 pub use session::{Session, done_status};
 pub use sink::{MemorySink, Sink, SinkError};
-pub use store::{Commit, LogStore, SessionState, StoreError, StoredSession};
+pub use store::{Commit, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore};
 pub use timeline::{OpenRun, TimelineProjection};

@@ -90,6 +90,29 @@ pub enum StoreError {
     Database(String),
 }
 
+/// The model context after one run: what the next run of the session starts from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Turn {
+    pub session_id: String,
+    pub run_id: String,
+    /// `finished`, `stopped` or `failed`.
+    pub status: String,
+    /// The run's last ordinal.
+    pub last_ordinal: u64,
+    /// Model calls the session had made by the end of the run.
+    pub model_calls: u64,
+    pub context: Vec<crate::ContextMessage>,
+}
+
+/// A durable home for turns (the model context after each run).
+#[async_trait::async_trait]
+pub trait TurnStore: Send + 'static {
+    async fn save_turn(&mut self, turn: &Turn) -> Result<(), StoreError>;
+
+    /// The session's newest turn.
+    async fn latest_turn(&mut self, session_id: &str) -> Result<Option<Turn>, StoreError>;
+}
+
 /// A durable home for session logs.
 #[async_trait::async_trait]
 pub trait LogStore: Send + 'static {

@@ -5,12 +5,14 @@
 //! * [`TextSink`]: the assistant's reply as plain text;
 //! * [`ResultDocumentSink`]: one JSON or YAML document at the end of the run.
 //!
-//! * [`TimelineDbSink`]: the log, entities and snapshots in a durable store, acknowledged.
+//! * [`TimelineDbSink`]: the log, entities and snapshots in a durable store, acknowledged;
+//! * [`TurnsDbSink`]: after each run, the model context the next run starts from.
 
 mod document;
 mod jsonl;
 mod text;
 mod timeline_db;
+mod turns_db;
 
 pub use document::{
     DocumentFormat, DocumentMessage, DocumentUsage, ResultDocument, ResultDocumentSink,
@@ -18,3 +20,4 @@ pub use document::{
 pub use jsonl::{DebugFileSink, JsonlFrameSink, StdoutJsonlSink};
 pub use text::TextSink;
 pub use timeline_db::TimelineDbSink;
+pub use turns_db::TurnsDbSink;

@@ -8,10 +8,12 @@
 
 use std::str::FromStr;
 
-use reel_engine::{Commit, LogStore, SessionState, StoreError, StoredSession};
+use reel_engine::{Commit, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore};
 use sqlx::{Connection, PgConnection, Row, postgres::PgConnectOptions};
 
-use crate::rows::{entity_json, event_from, event_json, now_ms, state_from, to_i64};
+use crate::rows::{
+    context_from, context_json, entity_json, event_from, event_json, now_ms, state_from, to_i64,
+};
 
 /// A timeline database on a PostgreSQL server.
 pub struct PostgresStore {
@@ -240,5 +242,50 @@ impl LogStore for PostgresStore {
             .await
             .map_err(|e| self.error(&e))?;
         Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl TurnStore for PostgresStore {
+    async fn save_turn(&mut self, turn: &Turn) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO turns (session_id, run_id, status, last_ordinal, model_calls, context_json, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (session_id, run_id) DO UPDATE SET status = excluded.status, \
+             last_ordinal = excluded.last_ordinal, model_calls = excluded.model_calls, context_json = excluded.context_json",
+        )
+        .bind(&turn.session_id)
+        .bind(&turn.run_id)
+        .bind(&turn.status)
+        .bind(to_i64(turn.last_ordinal))
+        .bind(to_i64(turn.model_calls))
+        .bind(context_json(&turn.context)?)
+        .bind(now_ms())
+        .execute(&mut self.conn)
+        .await
+        .map_err(|e| self.error(&e))?;
+        Ok(())
+    }
+
+    async fn latest_turn(&mut self, session_id: &str) -> Result<Option<Turn>, StoreError> {
+        let row = sqlx::query(
+            "SELECT run_id, status, last_ordinal, model_calls, context_json FROM turns WHERE session_id = $1 \
+             ORDER BY last_ordinal DESC LIMIT 1",
+        )
+        .bind(session_id)
+        .fetch_optional(&mut self.conn)
+        .await
+        .map_err(|e| self.error(&e))?;
+        row.map(|row| {
+            let run_id: String = row.get(0);
+            Ok(Turn {
+                session_id: session_id.to_owned(),
+                context: context_from(session_id, &run_id, row.get(4))?,
+                status: row.get(1),
+                last_ordinal: row.get::<i64, _>(2) as u64,
+                model_calls: row.get::<i64, _>(3) as u64,
+                run_id,
+            })
+        })
+        .transpose()
     }
 }

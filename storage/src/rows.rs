@@ -1,6 +1,6 @@
 //! How events, entities and snapshots become column values, and back, in every backend.
 
-use reel_engine::{LogEntry, SessionState, StoreError};
+use reel_engine::{ContextMessage, LogEntry, SessionState, StoreError};
 use reel_proto::{Any, json, rpc::SnapshotEntity};
 
 /// An event's payload as canonical protobuf JSON ("@type" first).
@@ -59,4 +59,23 @@ pub fn now_ms() -> i64 {
 
 pub fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A turn's conversation as JSON.
+pub fn context_json(context: &[ContextMessage]) -> Result<String, StoreError> {
+    serde_json::to_string(context)
+        .map_err(|e| StoreError::Database(format!("cannot encode a turn: {e}")))
+}
+
+/// A stored turn's conversation, decoded.
+pub fn context_from(
+    session_id: &str,
+    run_id: &str,
+    json: &str,
+) -> Result<Vec<ContextMessage>, StoreError> {
+    serde_json::from_str(json).map_err(|e| {
+        StoreError::Damaged(format!(
+            "turn {run_id:?} of session {session_id:?} does not decode: {e}"
+        ))
+    })
 }

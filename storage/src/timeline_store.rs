@@ -1,8 +1,9 @@
-//! Choosing a timeline store from what the user gave: a file path or a DSN.
+//! Choosing a store from what the user gave: a file path or a DSN. The same store serves as a
+//! timeline database and as a turns database (one schema holds both).
 
 use std::path::Path;
 
-use reel_engine::{Commit, LogStore, StoreError, StoredSession};
+use reel_engine::{Commit, LogStore, StoreError, StoredSession, Turn, TurnStore};
 
 use crate::{PostgresStore, SqliteStore};
 
@@ -54,5 +55,16 @@ impl LogStore for TimelineStore {
 
     async fn release(&mut self, session_id: &str) -> Result<(), StoreError> {
         delegate!(self, store => store.release(session_id).await)
+    }
+}
+
+#[async_trait::async_trait]
+impl TurnStore for TimelineStore {
+    async fn save_turn(&mut self, turn: &Turn) -> Result<(), StoreError> {
+        delegate!(self, store => store.save_turn(turn).await)
+    }
+
+    async fn latest_turn(&mut self, session_id: &str) -> Result<Option<Turn>, StoreError> {
+        delegate!(self, store => store.latest_turn(session_id).await)
     }
 }

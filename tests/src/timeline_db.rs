@@ -150,6 +150,24 @@ impl TimelineDb {
         count.map_or(0, |n| n as u64)
     }
 
+    /// The session's turns in order: status, last ordinal, and the conversation as JSON.
+    pub fn turns(&mut self, session_id: &str) -> Vec<(String, u64, serde_json::Value)> {
+        let rows: Vec<(String, i64, String)> = on_each!(self,
+            "SELECT status, last_ordinal, context_json FROM turns WHERE session_id = ? ORDER BY last_ordinal",
+            "SELECT status, last_ordinal, context_json FROM turns WHERE session_id = $1 ORDER BY last_ordinal",
+            session_id, fetch_all, |row| (row.get(0), row.get(1), row.get(2)))
+        .unwrap();
+        rows.into_iter()
+            .map(|(status, ordinal, context)| {
+                (
+                    status,
+                    ordinal as u64,
+                    serde_json::from_str(&context).expect("context_json decodes"),
+                )
+            })
+            .collect()
+    }
+
     /// `PRAGMA integrity_check` for SQLite ("ok" for a sound file); PostgreSQL checks itself.
     pub fn integrity_check(&mut self) -> String {
         match &mut self.conn {

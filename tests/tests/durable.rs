@@ -31,6 +31,25 @@ impl Backend {
         }
     }
 
+    /// The flags that select this database as the turns database too (a second SQLite file).
+    fn turns_flags(&self) -> [String; 2] {
+        match self {
+            Backend::Sqlite(path) => [
+                "--turns-db".into(),
+                path.with_file_name("turns.db").display().to_string(),
+            ],
+            Backend::Postgres(dsn) => ["--turns-dsn".into(), dsn.clone()],
+        }
+    }
+
+    /// A reading connection to the turns database.
+    fn turns_view(&self) -> TimelineDb {
+        match self {
+            Backend::Sqlite(path) => TimelineDb::open(&path.with_file_name("turns.db")),
+            Backend::Postgres(dsn) => TimelineDb::connect(dsn),
+        }
+    }
+
     /// A reading connection, once the database exists.
     fn view(&self) -> Option<TimelineDb> {
         match self {
@@ -448,6 +467,105 @@ fn a_stdin_session_is_stored_and_resumed(backend: &Backend) {
     );
 }
 
+fn a_turn_is_stored_after_every_run(backend: &Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = command(
+        dir.path(),
+        "turns:\n  - - text: \"Hi.\"\n  - - text: \"half \"\n    - error: \"boom\"\n",
+    );
+    let id = unique("turns");
+    let turns = backend.turns_flags();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run-command",
+            cmd.as_str(),
+            "--rpc",
+            "--session-id",
+            id.as_str(),
+            &turns[0],
+            &turns[1],
+        ];
+        args.extend_from_slice(extra);
+        backend.run(&args)
+    };
+    assert!(run(&["--say", "one"]).status.success());
+    assert_eq!(
+        run(&["--resume", "--say", "two"]).status.code(),
+        Some(1),
+        "the second run fails"
+    );
+
+    let stored = backend.turns_view().turns(&id);
+    let statuses: Vec<&str> = stored
+        .iter()
+        .map(|(status, _, _)| status.as_str())
+        .collect();
+    assert_eq!(statuses, ["finished", "failed"]);
+    let texts: Vec<&str> = stored[1]
+        .2
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        ["one", "Hi.", "two", "half "],
+        "the failed turn holds what streamed"
+    );
+    let mut db = backend.view().unwrap();
+    let events = assert_log_and_entities_agree(&mut db, &id);
+    assert_eq!(
+        stored[1].1,
+        events.len() as u64,
+        "a turn names its run's last ordinal"
+    );
+}
+
+#[test]
+fn a_session_resumes_from_its_turns_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = command(
+        dir.path(),
+        "turns:\n  - - text: \"Hi.\"\n  - - text: \"Sure.\"\n  - - echo_context\n",
+    );
+    let turns_db = dir.path().join("turns.db");
+    let turns = turns_db.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        run(&[
+            &[
+                "run-command",
+                &cmd,
+                "--rpc",
+                "--session-id",
+                "only-turns",
+                "--turns-db",
+                turns,
+            ][..],
+            extra,
+        ]
+        .concat())
+    };
+    assert!(run(&["--say", "one"]).status.success());
+    assert!(run(&["--resume", "--say", "two"]).status.success());
+    let third = run(&["--resume", "--say", "three"]);
+    assert!(
+        third.status.success(),
+        "{}",
+        String::from_utf8_lossy(&third.stderr)
+    );
+    let frames = parse_frames(&third.stdout);
+    assert_stream_shape(&frames);
+    assert_eq!(
+        final_text(&frames),
+        "user: one\nassistant: Hi.\nuser: two\nassistant: Sure.\nuser: three"
+    );
+    assert!(
+        !dir.path().join("timeline.db").exists(),
+        "no timeline database was asked for"
+    );
+}
+
 /// Each scenario against SQLite and against PostgreSQL.
 macro_rules! on_both_backends {
     ($($scenario:ident),* $(,)?) => {
@@ -481,6 +599,7 @@ on_both_backends!(
     kill_9_late_in_a_reply_then_resume,
     a_second_process_on_the_same_session_fails_fast,
     a_stdin_session_is_stored_and_resumed,
+    a_turn_is_stored_after_every_run,
 );
 
 #[test]

@@ -1,0 +1,101 @@
+//! The turns database sink: after each run, the model context the next run starts from.
+//!
+//! It folds the log into its own model-context projection, and when a run ends (finished,
+//! stopped or failed) it stores that conversation as the run's turn. It acknowledges every
+//! ordinal it has dealt with, so a run's done also waits for its turn to be stored.
+
+use reel_engine::{
+    ModelContextProjection, OutputBatch, OutputKind, Projection, Sink, SinkError, Turn, TurnStore,
+};
+use reel_proto::Any;
+use tokio::sync::{mpsc, watch};
+
+/// Writes a turn to a [`TurnStore`] at the end of every run.
+pub struct TurnsDbSink<S> {
+    store: S,
+    session_id: String,
+    committed: watch::Sender<u64>,
+    context: ModelContextProjection,
+    /// The run in progress.
+    run_id: String,
+    last_ordinal: u64,
+}
+
+impl<S: TurnStore> TurnsDbSink<S> {
+    /// A sink continuing `context` as of `ordinal`; the receiver reports the highest ordinal
+    /// dealt with.
+    pub fn new(
+        store: S,
+        session_id: impl Into<String>,
+        context: ModelContextProjection,
+        ordinal: u64,
+    ) -> (Self, watch::Receiver<u64>) {
+        let (committed, acks) = watch::channel(ordinal);
+        let sink = Self {
+            store,
+            session_id: session_id.into(),
+            committed,
+            context,
+            run_id: String::new(),
+            last_ordinal: ordinal,
+        };
+        (sink, acks)
+    }
+
+    async fn save(&mut self, status: &str) -> Result<(), SinkError> {
+        let turn = Turn {
+            session_id: self.session_id.clone(),
+            run_id: std::mem::take(&mut self.run_id),
+            status: status.to_owned(),
+            last_ordinal: self.last_ordinal,
+            model_calls: self.context.calls(),
+            context: self.context.messages().to_vec(),
+        };
+        self.store
+            .save_turn(&turn)
+            .await
+            .map_err(|e| SinkError::Io(std::io::Error::other(e.to_string())))
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: TurnStore> Sink for TurnsDbSink<S> {
+    fn name(&self) -> String {
+        "turns-db".into()
+    }
+
+    async fn run(
+        mut self: Box<Self>,
+        mut input: mpsc::Receiver<OutputBatch>,
+    ) -> Result<(), SinkError> {
+        while let Some(batch) = input.recv().await {
+            for output in batch.iter() {
+                let OutputKind::Event(committed) = &output.kind else {
+                    continue;
+                };
+                let entry = &committed.entry;
+                self.context.apply(entry);
+                self.last_ordinal = entry.ordinal;
+                let ended = match &entry.event {
+                    Any::ChatRunStarted(run) => {
+                        self.run_id = run
+                            .correlation
+                            .as_ref()
+                            .map(|c| c.run_id.clone())
+                            .unwrap_or_default();
+                        None
+                    }
+                    Any::ChatRunFinished(_) => Some("finished"),
+                    Any::ChatRunStopped(_) => Some("stopped"),
+                    Any::ChatRunFailed(_) => Some("failed"),
+                    _ => None,
+                };
+                if let Some(status) = ended {
+                    self.save(status).await?;
+                }
+            }
+            self.committed.send_replace(self.last_ordinal);
+        }
+        Ok(())
+    }
+}
