@@ -26,7 +26,11 @@ pub struct Opened {
 
 /// Opens the session the flags ask for; `None` when the run is not persisted.
 pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
-    let Some((timeline_at, turns_at)) = locations(args)? else {
+    let Some(Locations {
+        timeline: timeline_at,
+        turns: turns_at,
+    }) = locations(args)?
+    else {
         return Ok(None);
     };
     let session_id = args.session_id.clone().unwrap_or_else(new_id);
@@ -108,8 +112,14 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
     }))
 }
 
-/// The timeline and turns databases the flags name; `None` when nothing is persisted.
-fn locations(args: &RunCommandArgs) -> Result<Option<(Option<String>, Option<String>)>, String> {
+/// Where the timeline and the turns are kept (a path or a DSN each; at least one).
+struct Locations {
+    timeline: Option<String>,
+    turns: Option<String>,
+}
+
+/// The databases the flags name; `None` when nothing is persisted.
+fn locations(args: &RunCommandArgs) -> Result<Option<Locations>, String> {
     let timeline = args
         .timeline_dsn
         .clone()
