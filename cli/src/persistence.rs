@@ -138,12 +138,12 @@ fn locations(args: &RunCommandArgs) -> Result<Option<Locations>, String> {
                 timeline.display(),
                 turns.display()
             );
-            Some((
-                Some(timeline.display().to_string()),
-                Some(turns.display().to_string()),
-            ))
+            Some(Locations {
+                timeline: Some(timeline.display().to_string()),
+                turns: Some(turns.display().to_string()),
+            })
         }
-        (timeline, turns, _) => Some((timeline, turns)),
+        (timeline, turns, _) => Some(Locations { timeline, turns }),
     })
 }
 
