@@ -27,6 +27,8 @@ pub enum Command {
     RunCommand(RunCommandArgs),
     /// Stream a long scripted reply through the whole path and print throughput and memory.
     Bench(crate::bench::BenchArgs),
+    /// Rebuild a stored session from its log and report any difference from the database.
+    Verify(crate::verify::VerifyArgs),
 }
 
 /// How `run-command` writes its result on stdout.
@@ -118,6 +120,7 @@ pub struct Invocation {
 pub enum Parsed {
     RunCommand(Box<Invocation>),
     Bench(crate::bench::BenchArgs),
+    Verify(crate::verify::VerifyArgs),
 }
 
 /// Parses the process arguments; prints usage and exits on a usage error.
@@ -164,6 +167,7 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.command {
         Command::Bench(bench) => Parsed::Bench(bench),
+        Command::Verify(verify) => Parsed::Verify(verify),
         Command::RunCommand(run_args) => {
             let sub = matches
                 .subcommand_matches("run-command")

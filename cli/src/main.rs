@@ -9,6 +9,7 @@ mod run_command;
 mod signals;
 mod stdin_rpc;
 mod template;
+mod verify;
 
 use std::{io::IsTerminal, process::ExitCode};
 
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
         match parsed {
             cli::Parsed::RunCommand(invocation) => run_command::run(*invocation).await,
             cli::Parsed::Bench(args) => bench::run(args).await,
+            cli::Parsed::Verify(args) => verify::run(args).await,
         }
     });
     // Every output is flushed by now. A read of stdin may still be blocked in a runtime thread

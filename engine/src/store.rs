@@ -125,6 +125,15 @@ pub trait LogStore: Send + 'static {
     /// The newest snapshot of the session and the events after it.
     async fn load(&mut self, session_id: &str) -> Result<StoredSession, StoreError>;
 
+    /// The stored events after ordinal `after`, in ordinal order.
+    async fn events(&mut self, session_id: &str, after: u64) -> Result<Vec<LogEntry>, StoreError>;
+
+    /// The materialized entities (ordered by creation) and the ordinal they are as of.
+    async fn entities(
+        &mut self,
+        session_id: &str,
+    ) -> Result<(u64, Vec<SnapshotEntity>), StoreError>;
+
     /// Makes `commit` durable in one transaction.
     async fn commit(&mut self, session_id: &str, commit: &Commit) -> Result<(), StoreError>;
 

@@ -37,6 +37,31 @@ pub fn event_from(
     })
 }
 
+/// A stored entity row, decoded.
+pub fn entity_from(
+    session_id: &str,
+    id: String,
+    kind: String,
+    created_ordinal: i64,
+    last_event_ordinal: i64,
+    tombstone: bool,
+    payload_json: &str,
+) -> Result<SnapshotEntity, StoreError> {
+    let payload = serde_json::from_str(payload_json).map_err(|e| {
+        StoreError::Damaged(format!(
+            "entity {id:?} of session {session_id:?} does not decode: {e}"
+        ))
+    })?;
+    Ok(SnapshotEntity {
+        id,
+        kind,
+        created_ordinal: created_ordinal as u64,
+        last_event_ordinal: last_event_ordinal as u64,
+        tombstone,
+        payload,
+    })
+}
+
 /// A stored snapshot, decoded.
 pub fn state_from(
     session_id: &str,

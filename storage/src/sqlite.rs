@@ -8,7 +8,10 @@
 
 use std::{path::Path, time::Duration};
 
-use reel_engine::{Commit, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore};
+use reel_engine::{
+    Commit, LogEntry, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore,
+};
+use reel_proto::rpc::SnapshotEntity;
 use sqlx::{
     AssertSqlSafe, ConnectOptions, Row, SqliteConnection,
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous},
@@ -17,7 +20,8 @@ use sqlx::{
 use crate::{
     lease,
     rows::{
-        context_from, context_json, entity_json, event_from, event_json, now_ms, state_from, to_i64,
+        context_from, context_json, entity_from, entity_json, event_from, event_json, now_ms,
+        state_from, to_i64,
     },
 };
 
@@ -174,16 +178,7 @@ impl LogStore for SqliteStore {
             Some(row) => state_from(session_id, row.get(0), row.get(1))?,
             None => SessionState::default(),
         };
-        let rows = sqlx::query("SELECT ordinal, payload_json, created_at FROM events WHERE session_id = ? AND ordinal > ? ORDER BY ordinal")
-            .bind(session_id)
-            .bind(to_i64(state.ordinal()))
-            .fetch_all(&mut self.conn)
-            .await
-            .map_err(|e| self.error(&e))?;
-        let mut events = Vec::with_capacity(rows.len());
-        for row in rows {
-            events.push(event_from(session_id, row.get(0), row.get(1), row.get(2))?);
-        }
+        let events = self.events(session_id, state.ordinal()).await?;
         let entities_ordinal =
             sqlx::query("SELECT entities_ordinal FROM sessions WHERE session_id = ?")
                 .bind(session_id)
@@ -196,6 +191,55 @@ impl LogStore for SqliteStore {
             events,
             entities_ordinal,
         })
+    }
+
+    async fn events(&mut self, session_id: &str, after: u64) -> Result<Vec<LogEntry>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT ordinal, payload_json, created_at FROM events WHERE session_id = ? AND ordinal > ? ORDER BY ordinal",
+        )
+        .bind(session_id)
+        .bind(to_i64(after))
+        .fetch_all(&mut self.conn)
+        .await
+        .map_err(|e| self.error(&e))?;
+        rows.iter()
+            .map(|row| event_from(session_id, row.get(0), row.get(1), row.get(2)))
+            .collect()
+    }
+
+    async fn entities(
+        &mut self,
+        session_id: &str,
+    ) -> Result<(u64, Vec<SnapshotEntity>), StoreError> {
+        let ordinal = sqlx::query("SELECT entities_ordinal FROM sessions WHERE session_id = ?")
+            .bind(session_id)
+            .fetch_optional(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?
+            .map_or(0, |row| row.get::<i64, _>(0) as u64);
+        let rows = sqlx::query(
+            "SELECT entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json FROM entities \
+             WHERE session_id = ? ORDER BY created_ordinal, entity_id",
+        )
+        .bind(session_id)
+        .fetch_all(&mut self.conn)
+        .await
+        .map_err(|e| self.error(&e))?;
+        let entities = rows
+            .iter()
+            .map(|row| {
+                entity_from(
+                    session_id,
+                    row.get(0),
+                    row.get(1),
+                    row.get(2),
+                    row.get(3),
+                    row.get(4),
+                    row.get(5),
+                )
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((ordinal, entities))
     }
 
     async fn commit(&mut self, session_id: &str, commit: &Commit) -> Result<(), StoreError> {

@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use reel_engine::{Commit, LogStore, StoreError, StoredSession, Turn, TurnStore};
+use reel_engine::{Commit, LogEntry, LogStore, StoreError, StoredSession, Turn, TurnStore};
+use reel_proto::rpc::SnapshotEntity;
 
 use crate::{PostgresStore, SqliteStore};
 
@@ -47,6 +48,17 @@ impl LogStore for TimelineStore {
 
     async fn load(&mut self, session_id: &str) -> Result<StoredSession, StoreError> {
         delegate!(self, store => store.load(session_id).await)
+    }
+
+    async fn events(&mut self, session_id: &str, after: u64) -> Result<Vec<LogEntry>, StoreError> {
+        delegate!(self, store => store.events(session_id, after).await)
+    }
+
+    async fn entities(
+        &mut self,
+        session_id: &str,
+    ) -> Result<(u64, Vec<SnapshotEntity>), StoreError> {
+        delegate!(self, store => store.entities(session_id).await)
     }
 
     async fn commit(&mut self, session_id: &str, commit: &Commit) -> Result<(), StoreError> {

@@ -733,3 +733,51 @@ fn a_postgres_server_that_goes_away_ends_the_session_with_a_clear_error() {
             .any(|e| matches!(&e.event, Any::ChatUserMessageAccepted(m) if m.text == "before"))
     );
 }
+
+#[test]
+fn verify_rebuilds_from_the_log_and_reports_differences() {
+    let dir = tempfile::tempdir().unwrap();
+    // Long enough for a snapshot (every 50,000 events), so that verify checks one.
+    let cmd = command(
+        dir.path(),
+        "turns:\n  - - repeat: {times: 60000, steps: [{text: \"tok \"}]}\n",
+    );
+    let db = dir.path().join("t.db");
+    let db_arg = db.to_str().unwrap();
+    let stored = run(&[
+        "run-command",
+        &cmd,
+        "--session-id",
+        "long",
+        "--timeline-db",
+        db_arg,
+    ]);
+    assert!(
+        stored.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stored.stderr)
+    );
+
+    let verified = run(&["verify", "--session-id", "long", "--timeline-db", db_arg]);
+    let report = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{report}");
+    assert!(report.contains("snapshot at ordinal"), "{report}");
+    assert!(
+        report.contains("OK: the log, the entities and the snapshot agree"),
+        "{report}"
+    );
+
+    // Change a stored entity behind reel's back: verify says which one.
+    let tamper = std::process::Command::new("python3")
+        .args(["-c", &format!("import sqlite3; c = sqlite3.connect('{db_arg}'); c.execute(\"update entities set payload_json = replace(payload_json, 'tok', 'TOK') where kind = 'ChatMessage'\"); c.commit()")])
+        .status()
+        .unwrap();
+    assert!(tamper.success());
+    let verified = run(&["verify", "--session-id", "long", "--timeline-db", db_arg]);
+    assert_eq!(verified.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&verified.stdout).contains("DIFFERENT: ChatMessage"));
+
+    let unknown = run(&["verify", "--session-id", "nobody", "--timeline-db", db_arg]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no session \"nobody\""));
+}
