@@ -18,11 +18,11 @@ use crate::command_file::{CommandFile, CommandFileError};
 )]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub action: Action,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub enum Action {
     /// Run a command file: send its prompt to a model and stream the reply.
     RunCommand(RunCommandArgs),
     /// Stream a long scripted reply through the whole path and print throughput and memory.
@@ -165,10 +165,10 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
     }
     let matches = command.get_matches_from(&args);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    match cli.command {
-        Command::Bench(bench) => Parsed::Bench(bench),
-        Command::Verify(verify) => Parsed::Verify(verify),
-        Command::RunCommand(run_args) => {
+    match cli.action {
+        Action::Bench(bench) => Parsed::Bench(bench),
+        Action::Verify(verify) => Parsed::Verify(verify),
+        Action::RunCommand(run_args) => {
             let sub = matches
                 .subcommand_matches("run-command")
                 .expect("run-command matched");
