@@ -25,7 +25,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_env_filter(
             EnvFilter::try_from_env("REEL_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn")),
+                .unwrap_or_else(|_| EnvFilter::new("info,sqlx=error")),
         )
         .with_target(false)
         .without_time()

@@ -79,7 +79,12 @@ impl SqliteStore {
     }
 
     fn error(&self, error: &sqlx::Error) -> StoreError {
-        StoreError::Database(format!("timeline database {}: {error}", self.path))
+        let hint = if error.to_string().contains("database is locked") {
+            " (another program holds its write lock; reel waited 5 s for it)"
+        } else {
+            ""
+        };
+        StoreError::Database(format!("timeline database {}: {error}{hint}", self.path))
     }
 
     /// Runs `work` inside `BEGIN IMMEDIATE ... COMMIT`, rolling back on error.

@@ -1,0 +1,160 @@
+//! Database failures become clear errors, terminal only where going on would lose data, and
+//! what was acknowledged stays stored: a full disk and a locked database, for real. (A server
+//! that goes away is in durable.rs.)
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use reel_proto::rpc::rpc_line::Frame;
+use reel_tests::{RpcClient, TimelineDb, assert_stream_shape, parse_frames, run};
+
+/// A tmpfs of `size` mounted for the test's lifetime.
+struct SmallDisk {
+    path: PathBuf,
+}
+
+impl SmallDisk {
+    /// Mounts one; `None` (said on stderr) where mounting is not allowed, which CI never skips.
+    fn mount(dir: &Path, size: &str) -> Option<Self> {
+        let path = dir.join("disk");
+        std::fs::create_dir_all(&path).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&path)
+            .status();
+        match mounted {
+            Ok(status) if status.success() => Some(Self { path }),
+            _ if std::env::var_os("CI").is_some() => {
+                panic!("CI must be able to mount a small tmpfs for the disk-full test")
+            }
+            _ => {
+                eprintln!(
+                    "SKIPPED: cannot mount a tmpfs here (not root?), so the disk-full test cannot run"
+                );
+                None
+            }
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.path).status();
+    }
+}
+
+#[test]
+fn a_full_disk_ends_the_session_and_keeps_what_was_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(dir.path(), "1m") else {
+        return;
+    };
+    let script = reel_tests::write_file(
+        dir.path(),
+        "script.yaml",
+        "turns:\n  - - text: \"small\"\n  - - repeat: {times: 50000, steps: [{text: \"a longer piece of a reply \"}]}\n",
+    );
+    let cmd = reel_tests::write_file(
+        dir.path(),
+        "cmd.yaml",
+        &format!("name: t\ndescription: t\nprompt: p\nprovider:\n  script: {script}\n"),
+    );
+    let db = disk.path.join("timeline.db");
+    let db_arg = db.to_str().unwrap();
+    let mut client = RpcClient::start(&[
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--stdin-rpc",
+        "--session-id",
+        "full",
+        "--timeline-db",
+        db_arg,
+    ]);
+    client.send(r#"{"requestId":"a","submit":{"prompt":"fits"}}"#);
+    assert_eq!(client.done_of("a"), "ok");
+    client.send(r#"{"requestId":"b","submit":{"prompt":"does not fit"}}"#);
+    assert_eq!(client.done_of("b"), "failed");
+    let (status, frames, stderr) = client.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let error = frames.iter().find_map(|f| match f.frame() {
+        Frame::Error(e) if e.code == "storage_failed" => Some(e.clone()),
+        _ => None,
+    });
+    let error = error.expect("a storage_failed error");
+    assert!(error.terminal);
+    assert!(error.message.contains("full"), "{}", error.message);
+
+    // The database opens cleanly and holds the acknowledged run, gap-free.
+    let mut view = TimelineDb::open(&db);
+    assert_eq!(view.integrity_check(), "ok");
+    let events = view.events("full");
+    assert!(
+        events
+            .iter()
+            .enumerate()
+            .all(|(at, e)| e.ordinal == at as u64 + 1)
+    );
+    let first_run_end = events
+        .iter()
+        .position(|e| matches!(e.event, reel_proto::Any::ChatRunFinished(_)));
+    assert!(first_run_end.is_some(), "the acknowledged run is stored");
+}
+
+#[test]
+fn a_locked_database_is_a_clear_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let db_arg = db.to_str().unwrap().to_owned();
+    // Create the database, then hold its write lock from another process for a while.
+    assert!(
+        run(&[
+            "run-command",
+            "examples/echo.yaml",
+            "--session-id",
+            "first",
+            "--timeline-db",
+            &db_arg
+        ])
+        .status
+        .success()
+    );
+    let mut holder = Command::new("python3")
+        .args(["-c", &format!("import sqlite3, sys, time; c = sqlite3.connect('{db_arg}', isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(30)")])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "locked");
+
+    let started = Instant::now();
+    let output = run(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--rpc",
+        "--session-id",
+        "second",
+        "--timeline-db",
+        &db_arg,
+    ]);
+    let waited = started.elapsed();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        waited < Duration::from_secs(25),
+        "gave up after its busy timeout, not after the lock: {waited:?}"
+    );
+    let frames = parse_frames(&output.stdout);
+    assert_stream_shape(&frames);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("locked"), "{stderr}");
+}
