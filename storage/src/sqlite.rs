@@ -106,7 +106,12 @@ impl SqliteStore {
             }
             Err(error) => {
                 let _ = sqlx::query("ROLLBACK").execute(&mut self.conn).await;
-                Err(error)
+                Err(match error {
+                    StoreError::Database(message) => {
+                        StoreError::Database(format!("timeline database {}: {message}", self.path))
+                    }
+                    other => other,
+                })
             }
         }
     }

@@ -158,3 +158,57 @@ fn a_locked_database_is_a_clear_error_not_a_hang() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("locked"), "{stderr}");
 }
+
+#[test]
+fn a_read_only_database_is_a_clear_error_and_stays_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(dir.path(), "4m") else {
+        return;
+    };
+    let db = disk.path.join("timeline.db");
+    let db_arg = db.to_str().unwrap().to_owned();
+    assert!(
+        run(&[
+            "run-command",
+            "examples/echo.yaml",
+            "--session-id",
+            "kept",
+            "--timeline-db",
+            &db_arg
+        ])
+        .status
+        .success()
+    );
+    let before = std::fs::read(&db).unwrap();
+    // Root ignores file modes, so make the whole file system read-only.
+    let remounted = Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&disk.path)
+        .status()
+        .unwrap();
+    assert!(remounted.success());
+
+    let output = run(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--rpc",
+        "--session-id",
+        "kept",
+        "--resume",
+        "--timeline-db",
+        &db_arg,
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let frames = parse_frames(&output.stdout);
+    assert_stream_shape(&frames);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("read-only") || stderr.contains("readonly"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "the database is as it was"
+    );
+}
