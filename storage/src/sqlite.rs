@@ -123,9 +123,18 @@ fn open_error(path: &str, error: &dyn std::fmt::Display) -> StoreError {
         StoreError::Damaged(format!(
             "{path} is not a reel timeline database or is damaged ({text}); it was left untouched"
         ))
+    } else if read_only(path) {
+        StoreError::Database(format!(
+            "cannot open timeline database {path}: it is read-only, and reel writes to it (and to its -wal and -shm files beside it) ({text})"
+        ))
     } else {
         StoreError::Database(format!("cannot open timeline database {path}: {text}"))
     }
+}
+
+/// Whether `path` exists and cannot be opened for writing (a read-only file or file system).
+fn read_only(path: &str) -> bool {
+    Path::new(path).exists() && std::fs::OpenOptions::new().append(true).open(path).is_err()
 }
 
 fn db(error: sqlx::Error) -> StoreError {
