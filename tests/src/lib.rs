@@ -19,6 +19,9 @@ pub use peak_rss::PeakRss;
 pub use rpc_client::{RpcClient, assert_request_scoped};
 pub use timeline_db::TimelineDb;
 
+#[doc(hidden)]
+pub use tempfile as __tempfile;
+
 use reel_proto::rpc::{RpcLine, rpc_line::Frame};
 use serde_json::Value;
 

@@ -134,3 +134,31 @@ pub fn assert_log_and_entities_agree(db: &mut TimelineDb, session: &str) -> Vec<
     assert_eq!(db.integrity_check(), "ok");
     events
 }
+
+/// Declares each scenario `fn(&Backend)` as two tests: `sqlite::NAME` (a fresh SQLite file) and
+/// `postgres::NAME` (the machine's PostgreSQL; skipped with a message where it does not answer,
+/// never under CI).
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($scenario:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[test]
+                fn $scenario() {
+                    let dir = $crate::__tempfile::tempdir().unwrap();
+                    super::$scenario(&$crate::stored::Backend::Sqlite(dir.path().join("data/timeline.db")));
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                fn $scenario() {
+                    if let Some(dsn) = $crate::postgres_dsn() {
+                        super::$scenario(&$crate::stored::Backend::Postgres(dsn));
+                    }
+                }
+            )*
+        }
+    };
+}

@@ -11,7 +11,7 @@ use std::{
 
 use reel_proto::Any;
 use reel_tests::{
-    FrameLine, assert_stream_shape, parse_frames, postgres_dsn,
+    FrameLine, assert_stream_shape, parse_frames,
     stored::{Backend, assert_log_and_entities_agree, command, final_text, ui_ordinals, unique},
 };
 
@@ -146,32 +146,7 @@ fn kill_9_late_in_a_reply_then_resume(backend: &Backend) {
     kill_mid_reply_then_resume(backend, 300);
 }
 
-/// Each scenario against SQLite and against PostgreSQL.
-macro_rules! on_both_backends {
-    ($($scenario:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[test]
-                fn $scenario() {
-                    let dir = tempfile::tempdir().unwrap();
-                    super::$scenario(&super::Backend::Sqlite(dir.path().join("data/timeline.db")));
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[test]
-                fn $scenario() {
-                    if let Some(dsn) = super::postgres_dsn() {
-                        super::$scenario(&super::Backend::Postgres(dsn));
-                    }
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+reel_tests::on_both_backends!(
     kill_9_at_the_first_delta_then_resume,
     kill_9_early_in_a_reply_then_resume,
     kill_9_late_in_a_reply_then_resume,

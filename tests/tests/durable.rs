@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use reel_proto::{Any, rpc::rpc_line::Frame};
 use reel_tests::{
-    assert_stream_shape, parse_frames, postgres_dsn, run,
+    assert_stream_shape, parse_frames, run,
     stored::{Backend, assert_log_and_entities_agree, command, final_text, ui_ordinals, unique},
 };
 
@@ -305,32 +305,7 @@ fn a_session_resumes_from_its_turns_alone() {
     );
 }
 
-/// Each scenario against SQLite and against PostgreSQL.
-macro_rules! on_both_backends {
-    ($($scenario:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[test]
-                fn $scenario() {
-                    let dir = tempfile::tempdir().unwrap();
-                    super::$scenario(&super::Backend::Sqlite(dir.path().join("data/timeline.db")));
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[test]
-                fn $scenario() {
-                    if let Some(dsn) = super::postgres_dsn() {
-                        super::$scenario(&super::Backend::Postgres(dsn));
-                    }
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+reel_tests::on_both_backends!(
     a_resumed_session_continues_the_conversation_and_the_log,
     resume_needs_a_stored_session,
     a_second_process_on_the_same_session_fails_fast,
