@@ -49,6 +49,8 @@ pub enum OutputMode {
 pub enum ProviderName {
     /// Plays a script, or echoes the prompt; no network.
     Scripted,
+    /// An OpenAI-compatible chat completions server (OpenAI, Ollama, vLLM, llama.cpp, ...).
+    Openai,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -77,6 +79,17 @@ pub struct RunCommandArgs {
     /// The model name to ask for (default: the command file's).
     #[arg(long)]
     pub model: Option<String>,
+    /// The provider's base URL, e.g. http://127.0.0.1:8080/v1 (default: the command file's,
+    /// else the provider's public API).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The environment variable that holds the API key (default: the command file's, else
+    /// OPENAI_API_KEY). Keys are never taken from flags, which land in shell history.
+    #[arg(long, value_name = "NAME")]
+    pub api_key_env: Option<String>,
+    /// Give up on a model call after this long without a response or a piece of one.
+    #[arg(long, value_name = "MS")]
+    pub timeout_ms: Option<u64>,
     /// Add backendEvent frames: the log's own events, for debugging.
     #[arg(long)]
     pub include_backend_events: bool,

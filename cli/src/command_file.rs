@@ -35,6 +35,9 @@ pub const RESERVED_FLAGS: &[&str] = &[
     "provider",
     "script",
     "model",
+    "base-url",
+    "api-key-env",
+    "timeout-ms",
     "include-backend-events",
     "session-id",
     "resume",
@@ -89,6 +92,15 @@ pub struct ProviderDefaults {
     pub temperature: Option<f32>,
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// For HTTP providers: where the server is.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// For HTTP providers: the environment variable that holds the API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// For HTTP providers: the longest wait for a response or a piece of one, in ms.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
 }
 
 /// Why a command file could not be used.

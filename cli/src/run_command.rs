@@ -8,8 +8,8 @@ use std::{panic::AssertUnwindSafe, sync::Arc};
 
 use futures::FutureExt;
 use reel_engine::{
-    Fanout, ModelSettings, Provider, RunOutcome, RunRequest, Script, ScriptedProvider, ServeConfig,
-    ServeEnd, Session, done_status, new_id, serve,
+    Fanout, ModelSettings, OpenAiConfig, OpenAiProvider, Provider, RunOutcome, RunRequest, Script,
+    ScriptedProvider, ServeConfig, ServeEnd, Session, done_status, new_id, serve,
 };
 use reel_proto::rpc::{self, HelloFrame};
 use reel_sinks::{
@@ -19,7 +19,8 @@ use reel_sinks::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    cli::{Invocation, OutputMode, ProviderName},
+    cli::{Invocation, OutputMode, ProviderName, RunCommandArgs},
+    command_file::ProviderDefaults,
     persistence,
     signals::SignalWatch,
     stdin_rpc,
@@ -258,6 +259,38 @@ async fn serve_stdin(
     (session, ending)
 }
 
+/// The OpenAI-compatible provider the flags and the command file describe. The API key is read
+/// from an environment variable only, and goes nowhere but the request's header.
+fn openai_provider(
+    args: &RunCommandArgs,
+    defaults: &ProviderDefaults,
+) -> Result<OpenAiProvider, String> {
+    let key_variable = args
+        .api_key_env
+        .clone()
+        .or_else(|| defaults.api_key_env.clone())
+        .unwrap_or_else(|| "OPENAI_API_KEY".into());
+    let mut config = OpenAiConfig {
+        api_key: std::env::var(&key_variable)
+            .ok()
+            .filter(|key| !key.is_empty()),
+        ..OpenAiConfig::default()
+    };
+    if let Some(url) = args.base_url.clone().or_else(|| defaults.base_url.clone()) {
+        config.base_url = url;
+    }
+    if let Some(ms) = args.timeout_ms.or(defaults.timeout_ms) {
+        config.idle_timeout = std::time::Duration::from_millis(ms);
+    }
+    if config.api_key.is_none() {
+        tracing::info!(
+            "{key_variable} is not set: calling {} without an API key",
+            config.base_url
+        );
+    }
+    OpenAiProvider::new(config).map_err(|e| e.to_string())
+}
+
 fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
     let command = invocation.command.as_ref().map_err(ToString::to_string)?;
     let args = &invocation.args;
@@ -266,12 +299,12 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
         .map_err(|e| format!("prompt: {e}"))?;
     let defaults = &command.provider;
     let provider_name = match (args.provider, defaults.name.as_deref()) {
-        (Some(ProviderName::Scripted), _) | (None, None | Some("scripted")) => {
-            ProviderName::Scripted
-        }
+        (Some(name), _) => name,
+        (None, None | Some("scripted")) => ProviderName::Scripted,
+        (None, Some("openai")) => ProviderName::Openai,
         (None, Some(other)) => {
             return Err(format!(
-                "the command file asks for provider {other:?}, which this build does not have (available: scripted)"
+                "the command file asks for provider {other:?}, which this build does not have (available: scripted, openai)"
             ));
         }
     };
@@ -287,6 +320,7 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
             )),
             None => Box::new(ScriptedProvider::echo()),
         },
+        ProviderName::Openai => Box::new(openai_provider(args, defaults)?),
     };
     let settings = ModelSettings {
         model: args

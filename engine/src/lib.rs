@@ -15,6 +15,7 @@ pub mod context;
 pub mod fanout;
 pub mod id;
 pub mod log;
+pub mod openai;
 pub mod output;
 pub mod projection;
 pub mod provider;
@@ -30,6 +31,7 @@ pub use context::{ContextMessage, ContextRole, ContextToolCall, ModelContextProj
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use id::new_id;
 pub use log::{EventLog, LogEntry};
+pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use output::{CommittedEvent, Output, OutputKind};
 pub use projection::Projection;
 pub use provider::{

@@ -50,6 +50,12 @@ pub enum ProviderEvent {
     },
     /// Token counts so far (the newest report wins).
     Usage(UsageInfo),
+    /// The call failed in a way worth another try; the provider waits `delay_ms` and retries.
+    Retrying {
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+    },
     /// The reply is complete.
     Finished {
         stop_reason: String,

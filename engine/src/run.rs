@@ -12,11 +12,11 @@ use std::{collections::HashMap, panic::AssertUnwindSafe, sync::Arc, time::Instan
 
 use futures::{FutureExt, StreamExt};
 use reel_proto::chat::{
-    ChatProviderCallFinished, ChatProviderCallMetadataUpdated, ChatProviderCallStarted,
-    ChatReasoningDelta, ChatReasoningSegmentStarted, ChatRunFailed, ChatRunFinished,
-    ChatRunStarted, ChatRunStopped, ChatTextDelta, ChatTextSegmentStarted, ChatToolArgumentsDelta,
-    ChatToolCallRequested, ChatToolCallStarted, ChatUserMessageAccepted, CorrelationInfo,
-    UsageInfo,
+    ChatProviderCallFinished, ChatProviderCallMetadataUpdated, ChatProviderCallRetrying,
+    ChatProviderCallStarted, ChatReasoningDelta, ChatReasoningSegmentStarted, ChatRunFailed,
+    ChatRunFinished, ChatRunStarted, ChatRunStopped, ChatTextDelta, ChatTextSegmentStarted,
+    ChatToolArgumentsDelta, ChatToolCallRequested, ChatToolCallStarted, ChatUserMessageAccepted,
+    CorrelationInfo, UsageInfo,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -454,6 +454,19 @@ impl Session {
                     correlation: Some(call.correlation.clone()),
                 };
                 self.append(rid, updated).await;
+            }
+            ProviderEvent::Retrying {
+                attempt,
+                delay_ms,
+                reason,
+            } => {
+                let retrying = ChatProviderCallRetrying {
+                    attempt,
+                    delay_ms,
+                    reason,
+                    correlation: Some(call.correlation.clone()),
+                };
+                self.append(rid, retrying).await;
             }
             ProviderEvent::Finished { .. } => unreachable!("handled by the call loop"),
         }

@@ -12,6 +12,7 @@ use std::{
 
 mod peak_rss;
 mod rpc_client;
+pub mod sse_server;
 pub mod stored;
 mod timeline_db;
 
