@@ -21,6 +21,8 @@ pub struct Cli {
     pub action: Action,
 }
 
+// Parsed once per process: the size of its largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Action {
     /// Run a command file: send its prompt to a model and stream the reply.
