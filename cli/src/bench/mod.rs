@@ -5,6 +5,7 @@
 //!   memory per request, and the time from a cancel line to the cancelled submit's done.
 
 mod durable;
+mod provider;
 mod stdin_rpc;
 mod stream;
 
@@ -25,12 +26,24 @@ pub struct BenchArgs {
     /// Events in the larger session that is resumed.
     #[arg(long, default_value_t = 1_000_000)]
     pub resume_events: usize,
+    /// Deltas streamed by a local OpenAI-compatible server.
+    #[arg(long, default_value_t = 10_000)]
+    pub provider_deltas: usize,
     /// Also measure this PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/test.
     #[arg(long, value_name = "URL")]
     pub postgres: Option<String>,
 }
 
 pub async fn run(args: BenchArgs) -> u8 {
+    // First, so that its peak memory is its own.
+    let fetched = match provider::run(args.provider_deltas.max(1)).await {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("reel bench: provider: {error}");
+            1
+        }
+    };
+    println!();
     let streamed = stream::run(args.deltas).await;
     println!();
     let served =
@@ -61,7 +74,7 @@ pub async fn run(args: BenchArgs) -> u8 {
             1
         }
     };
-    streamed.max(served).max(stored)
+    streamed.max(served).max(stored).max(fetched)
 }
 
 /// A `kB` line of /proc/PID/status, e.g. VmRSS or VmHWM (0 where /proc is missing).

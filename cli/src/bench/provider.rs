@@ -1,0 +1,102 @@
+//! The provider benchmark: a local server streams N chat-completion deltas as fast as it can;
+//! reel takes them through the HTTP client, SSE parsing, the log, the projections and the JSONL
+//! sink (into a writer that discards). Reports the process's CPU time and peak memory. The
+//! server's own share is included: it only writes bytes encoded before the clock starts.
+
+use std::{
+    io::{Read, Write},
+    net::TcpListener,
+    sync::Arc,
+    time::Instant,
+};
+
+use reel_engine::{
+    Fanout, ModelSettings, OpenAiConfig, OpenAiProvider, RunOutcome, RunRequest, Session, new_id,
+};
+use reel_sinks::JsonlFrameSink;
+use tokio_util::sync::CancellationToken;
+
+pub async fn run(deltas: usize) -> Result<(), String> {
+    let body = sse_body(deltas);
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let server = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut stream, _) = listener.accept()?;
+        let mut request = [0u8; 64 * 1024];
+        let _ = stream.read(&mut request)?;
+        stream.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+        )?;
+        stream.write_all(&body)
+    });
+
+    let config = OpenAiConfig {
+        base_url: format!("http://127.0.0.1:{port}/v1"),
+        ..OpenAiConfig::default()
+    };
+    let provider = OpenAiProvider::new(config).map_err(|e| e.to_string())?;
+    let mut fanout = Fanout::new();
+    fanout.attach(Box::new(JsonlFrameSink::new(
+        "null",
+        std::io::sink(),
+        false,
+    )));
+    let mut session = Session::new(new_id(), fanout);
+    let (cpu_before, started) = (cpu_seconds(), Instant::now());
+    let request = RunRequest {
+        request_id: Arc::from(""),
+        prompt: "bench".into(),
+        system_prompt: None,
+        settings: ModelSettings::default(),
+        provider: &provider,
+    };
+    let outcome = session.run(request, &CancellationToken::new()).await;
+    let events = session.log().last_ordinal();
+    let failures = session.close().await;
+    let (cpu, wall) = (cpu_seconds() - cpu_before, started.elapsed().as_secs_f64());
+    server
+        .join()
+        .map_err(|_| "the bench server crashed".to_owned())?
+        .map_err(|e| e.to_string())?;
+    if outcome != RunOutcome::Finished || !failures.is_empty() {
+        return Err(format!("the run did not finish: {outcome:?} {failures:?}"));
+    }
+    println!(
+        "reel bench: an OpenAI-compatible server on 127.0.0.1 streams {deltas} deltas as fast as it can"
+    );
+    println!(
+        "{events} events in {wall:.3} s: CPU {cpu:.3} s ({:.1} us per delta), peak RSS {} KiB",
+        cpu * 1e6 / deltas as f64,
+        super::proc_status_kib("self", "VmHWM")
+    );
+    Ok(())
+}
+
+/// The whole response body: N content deltas, a finish, usage and [DONE].
+fn sse_body(deltas: usize) -> Vec<u8> {
+    let mut body = Vec::with_capacity(deltas * 150);
+    for i in 0..deltas {
+        let chunk = format!(
+            r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"tok{} "}},"finish_reason":null}}]}}"#,
+            i % 10
+        );
+        body.extend_from_slice(format!("data: {chunk}\n\n").as_bytes());
+    }
+    body.extend_from_slice(br#"data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#);
+    body.extend_from_slice(b"\n\ndata: [DONE]\n\n");
+    body
+}
+
+/// User plus system CPU time of this process, from /proc/self/stat (clock ticks of 1/100 s).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |at: usize| {
+        fields
+            .get(at)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
