@@ -1,0 +1,164 @@
+//! reel against a real language model: SmolLM2-135M served by llama.cpp's own server (both from
+//! PyPI, see tools/local-llm), on 127.0.0.1. Asserts structure, not wording.
+//!
+//! Needs the venv `.venv-llm` that `.ci/run` builds (or `REEL_LOCAL_LLM_PYTHON`); without it the
+//! test says so and skips, except under CI.
+
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use reel_tests::{RpcClient, assert_request_scoped, repo_root, write_file};
+
+/// The llama.cpp server, stopped when dropped.
+struct LocalModel {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for LocalModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn python() -> Option<PathBuf> {
+    let python = std::env::var_os("REEL_LOCAL_LLM_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".venv-llm/bin/python"));
+    if python.exists() {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must have built {} (see .ci/run)",
+        python.display()
+    );
+    eprintln!(
+        "SKIPPED: no {} (build it as .ci/run does to run the real-model tests)",
+        python.display()
+    );
+    None
+}
+
+impl LocalModel {
+    fn start() -> Option<Self> {
+        let python = python()?;
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(python)
+            .arg(repo_root().join("tools/local-llm/serve.py"))
+            .args(["--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let model = Self { child, port };
+        let started = Instant::now();
+        while !model.healthy() {
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "the model server did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Some(model)
+    }
+
+    /// GET /health answers 200 once the model is loaded.
+    fn healthy(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        let request = format!(
+            "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            self.port
+        );
+        let mut response = String::new();
+        stream.write_all(request.as_bytes()).is_ok()
+            && stream.read_to_string(&mut response).is_ok()
+            && response.starts_with("HTTP/1.1 200")
+    }
+}
+
+#[test]
+fn a_three_turn_conversation_with_a_real_model_over_stdin_rpc() {
+    let Some(model) = LocalModel::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let command = write_file(
+        dir.path(),
+        "cmd.yaml",
+        "name: chat\ndescription: chat\nsystem_prompt: You are a helpful assistant. Answer briefly.\nprompt: unused\nprovider:\n  name: openai\n  model: smollm2\n  temperature: 0\n  max_tokens: 32\n  timeout_ms: 60000\n",
+    );
+    let base_url = format!("http://127.0.0.1:{}/v1", model.port);
+    let mut client = RpcClient::start(&[
+        "run-command",
+        &command,
+        "--rpc",
+        "--stdin-rpc",
+        "--base-url",
+        &base_url,
+    ]);
+    let prompts = [
+        "What is the capital of France?",
+        "And of Italy?",
+        "Name both cities again.",
+    ];
+    for (at, prompt) in prompts.iter().enumerate() {
+        client.send(&format!(
+            r#"{{"requestId":"t{at}","submit":{{"prompt":"{prompt}"}}}}"#
+        ));
+        assert_eq!(client.done_of(&format!("t{at}")), "ok");
+    }
+    let (status, frames, stderr) = client.finish();
+    assert!(status.success(), "{stderr}");
+    assert_request_scoped(&frames);
+    let mut input_tokens = Vec::new();
+    for at in 0..prompts.len() {
+        let rid = format!("t{at}");
+        let of_turn = |name: &str| {
+            frames
+                .iter()
+                .filter(|f| f.line.request_id == rid && f.ui_name() == Some(name))
+                .count()
+        };
+        assert!(of_turn("ChatTextPatch") >= 1, "turn {at} streamed text");
+        let finished = frames
+            .iter()
+            .find(|f| f.line.request_id == rid && f.ui_name() == Some("ChatProviderCallFinished"))
+            .expect("the call finished");
+        let text = frames
+            .iter()
+            .find(|f| f.line.request_id == rid && f.ui_name() == Some("ChatTextSegmentFinished"))
+            .map(|f| {
+                f.json["uiEvent"]["payload"]["text"]
+                    .as_str()
+                    .unwrap()
+                    .trim()
+                    .to_owned()
+            })
+            .unwrap_or_default();
+        assert!(!text.is_empty(), "turn {at} answered");
+        input_tokens.push(
+            finished.json["uiEvent"]["payload"]["usage"]["inputTokens"]
+                .as_u64()
+                .expect("usage"),
+        );
+    }
+    // Each turn's model input holds the exchanges before it, so it only grows.
+    assert!(
+        input_tokens.windows(2).all(|w| w[0] < w[1]),
+        "input tokens per turn: {input_tokens:?}"
+    );
+}
