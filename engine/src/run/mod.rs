@@ -12,11 +12,8 @@ use std::{collections::HashMap, panic::AssertUnwindSafe, sync::Arc, time::Instan
 
 use futures::{FutureExt, StreamExt};
 use reel_proto::chat::{
-    ChatProviderCallFinished, ChatProviderCallMetadataUpdated, ChatProviderCallRetrying,
-    ChatProviderCallStarted, ChatReasoningDelta, ChatReasoningSegmentStarted, ChatRunFailed,
-    ChatRunFinished, ChatRunStarted, ChatRunStopped, ChatTextDelta, ChatTextSegmentStarted,
-    ChatToolArgumentsDelta, ChatToolCallRequested, ChatToolCallStarted, ChatUserMessageAccepted,
-    CorrelationInfo, UsageInfo,
+    ChatProviderCallStarted, ChatRunFailed, ChatRunFinished, ChatRunStarted, ChatRunStopped,
+    ChatUserMessageAccepted, CorrelationInfo,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -135,19 +132,9 @@ impl ActiveRun {
     }
 }
 
-/// Ids and totals of the model call in progress.
-struct CallState {
-    correlation: CorrelationInfo,
-    /// The text segment receiving deltas, if one is open.
-    text_id: Option<String>,
-    /// The id the next text segment will take; reasoning names it as its parent.
-    next_text_id: String,
-    reasoning_id: Option<String>,
-    /// Provider tool call id -> reel's id for that call.
-    tool_calls: HashMap<String, String>,
-    usage: Option<UsageInfo>,
-    started: Instant,
-}
+mod record;
+
+use record::CallState;
 
 impl Session {
     /// Runs `request.prompt` against the model and records everything on the log; cancelling
@@ -340,154 +327,6 @@ impl Session {
                 self.append(&rid, event).await
             }
         };
-    }
-
-    /// Appends the log events for one provider event.
-    async fn record(&mut self, rid: &Arc<str>, call: &mut CallState, event: ProviderEvent) {
-        match event {
-            ProviderEvent::TextDelta(text) => {
-                call.reasoning_id = None;
-                let message_id = match &call.text_id {
-                    Some(id) => id.clone(),
-                    None => {
-                        let id = std::mem::replace(&mut call.next_text_id, new_id());
-                        let started = ChatTextSegmentStarted {
-                            message_id: id.clone(),
-                            role: "assistant".into(),
-                            status: "streaming".into(),
-                            streaming: true,
-                            correlation: Some(CorrelationInfo {
-                                segment_id: id.clone(),
-                                ..call.correlation.clone()
-                            }),
-                            ..Default::default()
-                        };
-                        self.append(rid, started).await;
-                        call.text_id = Some(id.clone());
-                        id
-                    }
-                };
-                self.append(rid, ChatTextDelta { message_id, text }).await;
-            }
-            ProviderEvent::ReasoningDelta(text) => {
-                call.text_id = None;
-                let message_id = match &call.reasoning_id {
-                    Some(id) => id.clone(),
-                    None => {
-                        let id = new_id();
-                        let started = ChatReasoningSegmentStarted {
-                            message_id: id.clone(),
-                            role: "thinking".into(),
-                            status: "streaming".into(),
-                            streaming: true,
-                            correlation: Some(CorrelationInfo {
-                                segment_id: id.clone(),
-                                ..call.correlation.clone()
-                            }),
-                            parent_message_id: call.next_text_id.clone(),
-                            ..Default::default()
-                        };
-                        self.append(rid, started).await;
-                        call.reasoning_id = Some(id.clone());
-                        id
-                    }
-                };
-                self.append(rid, ChatReasoningDelta { message_id, text })
-                    .await;
-            }
-            ProviderEvent::ToolCallStarted { id, name } => {
-                let message_id = new_id();
-                call.tool_calls.insert(id.clone(), message_id.clone());
-                let started = ChatToolCallStarted {
-                    message_id,
-                    tool_name: name,
-                    status: "streaming_args".into(),
-                    correlation: Some(CorrelationInfo {
-                        tool_call_id: id.clone(),
-                        ..call.correlation.clone()
-                    }),
-                    tool_call_id: id,
-                    ..Default::default()
-                };
-                self.append(rid, started).await;
-            }
-            ProviderEvent::ToolArgumentsDelta { id, delta } => {
-                let message_id = call.tool_calls.entry(id).or_insert_with(new_id).clone();
-                self.append(
-                    rid,
-                    ChatToolArgumentsDelta {
-                        message_id,
-                        arguments: delta,
-                    },
-                )
-                .await;
-            }
-            ProviderEvent::ToolCallReady {
-                id,
-                name,
-                arguments,
-            } => {
-                let message_id = call
-                    .tool_calls
-                    .entry(id.clone())
-                    .or_insert_with(new_id)
-                    .clone();
-                let requested = ChatToolCallRequested {
-                    message_id,
-                    tool_name: name,
-                    input: arguments,
-                    status: "pending".into(),
-                    correlation: Some(CorrelationInfo {
-                        tool_call_id: id.clone(),
-                        ..call.correlation.clone()
-                    }),
-                    tool_call_id: id,
-                    ..Default::default()
-                };
-                self.append(rid, requested).await;
-            }
-            ProviderEvent::Usage(usage) => {
-                call.usage = Some(usage);
-                let updated = ChatProviderCallMetadataUpdated {
-                    stop_reason: String::new(),
-                    usage: Some(usage),
-                    correlation: Some(call.correlation.clone()),
-                };
-                self.append(rid, updated).await;
-            }
-            ProviderEvent::Retrying {
-                attempt,
-                delay_ms,
-                reason,
-            } => {
-                let retrying = ChatProviderCallRetrying {
-                    attempt,
-                    delay_ms,
-                    reason,
-                    correlation: Some(call.correlation.clone()),
-                };
-                self.append(rid, retrying).await;
-            }
-            ProviderEvent::Finished { .. } => unreachable!("handled by the call loop"),
-        }
-    }
-
-    async fn finish_call(
-        &mut self,
-        rid: &Arc<str>,
-        call: &CallState,
-        stop_reason: &str,
-        finish_class: &str,
-    ) {
-        let finished = ChatProviderCallFinished {
-            stop_reason: stop_reason.to_owned(),
-            finish_class: finish_class.to_owned(),
-            usage: call.usage,
-            duration_ms: call.started.elapsed().as_millis() as u64,
-            has_tool_calls: !call.tool_calls.is_empty(),
-            correlation: Some(call.correlation.clone()),
-        };
-        self.append(rid, finished).await;
     }
 }
 

@@ -1,0 +1,181 @@
+//! Recording one model call: each provider event becomes log events (segments opened on first
+//! use, deltas, tool calls, usage, retries), and the call ends with ChatProviderCallFinished.
+
+use std::{collections::HashMap, sync::Arc, time::Instant};
+
+use reel_proto::chat::{
+    ChatProviderCallFinished, ChatProviderCallMetadataUpdated, ChatProviderCallRetrying,
+    ChatReasoningDelta, ChatReasoningSegmentStarted, ChatTextDelta, ChatTextSegmentStarted,
+    ChatToolArgumentsDelta, ChatToolCallRequested, ChatToolCallStarted, CorrelationInfo, UsageInfo,
+};
+
+use crate::{id::new_id, provider::ProviderEvent, session::Session};
+
+/// Ids and totals of the model call in progress.
+pub(super) struct CallState {
+    pub(super) correlation: CorrelationInfo,
+    /// The text segment receiving deltas, if one is open.
+    pub(super) text_id: Option<String>,
+    /// The id the next text segment will take; reasoning names it as its parent.
+    pub(super) next_text_id: String,
+    pub(super) reasoning_id: Option<String>,
+    /// Provider tool call id -> reel's id for that call.
+    pub(super) tool_calls: HashMap<String, String>,
+    pub(super) usage: Option<UsageInfo>,
+    pub(super) started: Instant,
+}
+
+impl Session {
+    /// Appends the log events for one provider event.
+    pub(super) async fn record(
+        &mut self,
+        rid: &Arc<str>,
+        call: &mut CallState,
+        event: ProviderEvent,
+    ) {
+        match event {
+            ProviderEvent::TextDelta(text) => {
+                call.reasoning_id = None;
+                let message_id = match &call.text_id {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = std::mem::replace(&mut call.next_text_id, new_id());
+                        let started = ChatTextSegmentStarted {
+                            message_id: id.clone(),
+                            role: "assistant".into(),
+                            status: "streaming".into(),
+                            streaming: true,
+                            correlation: Some(CorrelationInfo {
+                                segment_id: id.clone(),
+                                ..call.correlation.clone()
+                            }),
+                            ..Default::default()
+                        };
+                        self.append(rid, started).await;
+                        call.text_id = Some(id.clone());
+                        id
+                    }
+                };
+                self.append(rid, ChatTextDelta { message_id, text }).await;
+            }
+            ProviderEvent::ReasoningDelta(text) => {
+                call.text_id = None;
+                let message_id = match &call.reasoning_id {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = new_id();
+                        let started = ChatReasoningSegmentStarted {
+                            message_id: id.clone(),
+                            role: "thinking".into(),
+                            status: "streaming".into(),
+                            streaming: true,
+                            correlation: Some(CorrelationInfo {
+                                segment_id: id.clone(),
+                                ..call.correlation.clone()
+                            }),
+                            parent_message_id: call.next_text_id.clone(),
+                            ..Default::default()
+                        };
+                        self.append(rid, started).await;
+                        call.reasoning_id = Some(id.clone());
+                        id
+                    }
+                };
+                self.append(rid, ChatReasoningDelta { message_id, text })
+                    .await;
+            }
+            ProviderEvent::ToolCallStarted { id, name } => {
+                let message_id = new_id();
+                call.tool_calls.insert(id.clone(), message_id.clone());
+                let started = ChatToolCallStarted {
+                    message_id,
+                    tool_name: name,
+                    status: "streaming_args".into(),
+                    correlation: Some(CorrelationInfo {
+                        tool_call_id: id.clone(),
+                        ..call.correlation.clone()
+                    }),
+                    tool_call_id: id,
+                    ..Default::default()
+                };
+                self.append(rid, started).await;
+            }
+            ProviderEvent::ToolArgumentsDelta { id, delta } => {
+                let message_id = call.tool_calls.entry(id).or_insert_with(new_id).clone();
+                self.append(
+                    rid,
+                    ChatToolArgumentsDelta {
+                        message_id,
+                        arguments: delta,
+                    },
+                )
+                .await;
+            }
+            ProviderEvent::ToolCallReady {
+                id,
+                name,
+                arguments,
+            } => {
+                let message_id = call
+                    .tool_calls
+                    .entry(id.clone())
+                    .or_insert_with(new_id)
+                    .clone();
+                let requested = ChatToolCallRequested {
+                    message_id,
+                    tool_name: name,
+                    input: arguments,
+                    status: "pending".into(),
+                    correlation: Some(CorrelationInfo {
+                        tool_call_id: id.clone(),
+                        ..call.correlation.clone()
+                    }),
+                    tool_call_id: id,
+                    ..Default::default()
+                };
+                self.append(rid, requested).await;
+            }
+            ProviderEvent::Usage(usage) => {
+                call.usage = Some(usage);
+                let updated = ChatProviderCallMetadataUpdated {
+                    stop_reason: String::new(),
+                    usage: Some(usage),
+                    correlation: Some(call.correlation.clone()),
+                };
+                self.append(rid, updated).await;
+            }
+            ProviderEvent::Retrying {
+                attempt,
+                delay_ms,
+                reason,
+            } => {
+                let retrying = ChatProviderCallRetrying {
+                    attempt,
+                    delay_ms,
+                    reason,
+                    correlation: Some(call.correlation.clone()),
+                };
+                self.append(rid, retrying).await;
+            }
+            ProviderEvent::Finished { .. } => unreachable!("handled by the call loop"),
+        }
+    }
+
+    pub(super) async fn finish_call(
+        &mut self,
+        rid: &Arc<str>,
+        call: &CallState,
+        stop_reason: &str,
+        finish_class: &str,
+    ) {
+        let finished = ChatProviderCallFinished {
+            stop_reason: stop_reason.to_owned(),
+            finish_class: finish_class.to_owned(),
+            usage: call.usage,
+            duration_ms: call.started.elapsed().as_millis() as u64,
+            has_tool_calls: !call.tool_calls.is_empty(),
+            correlation: Some(call.correlation.clone()),
+        };
+        self.append(rid, finished).await;
+    }
+}
