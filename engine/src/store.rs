@@ -122,8 +122,23 @@ pub trait LogStore: Send + 'static {
     /// Takes the session for this process, or fails at once if another live process holds it.
     async fn lease(&mut self, session_id: &str) -> Result<(), StoreError>;
 
+    /// The state at the session's newest snapshot (the empty state when it has none).
+    async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError>;
+
+    /// The ordinal the stored entities are as of.
+    async fn entities_ordinal(&mut self, session_id: &str) -> Result<u64, StoreError>;
+
     /// The newest snapshot of the session and the events after it.
-    async fn load(&mut self, session_id: &str) -> Result<StoredSession, StoreError>;
+    async fn load(&mut self, session_id: &str) -> Result<StoredSession, StoreError> {
+        let state = self.snapshot(session_id).await?;
+        let events = self.events(session_id, state.ordinal()).await?;
+        let entities_ordinal = self.entities_ordinal(session_id).await?;
+        Ok(StoredSession {
+            state,
+            events,
+            entities_ordinal,
+        })
+    }
 
     /// The stored events after ordinal `after`, in ordinal order.
     async fn events(&mut self, session_id: &str, after: u64) -> Result<Vec<LogEntry>, StoreError>;

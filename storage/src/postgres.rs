@@ -8,9 +8,7 @@
 
 use std::str::FromStr;
 
-use reel_engine::{
-    Commit, LogEntry, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore,
-};
+use reel_engine::{Commit, LogEntry, LogStore, SessionState, StoreError, Turn, TurnStore};
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{Connection, PgConnection, Row, postgres::PgConnectOptions};
 
@@ -96,29 +94,27 @@ impl LogStore for PostgresStore {
         Ok(())
     }
 
-    async fn load(&mut self, session_id: &str) -> Result<StoredSession, StoreError> {
-        let snapshot = sqlx::query("SELECT ordinal, state_json FROM snapshots WHERE session_id = $1 ORDER BY ordinal DESC LIMIT 1")
+    async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError> {
+        let row = sqlx::query(
+            "SELECT ordinal, state_json FROM snapshots WHERE session_id = $1 ORDER BY ordinal DESC LIMIT 1",
+        )
+        .bind(session_id)
+        .fetch_optional(&mut self.conn)
+        .await
+        .map_err(|e| self.error(&e))?;
+        match row {
+            Some(row) => state_from(session_id, row.get(0), row.get(1)),
+            None => Ok(SessionState::default()),
+        }
+    }
+
+    async fn entities_ordinal(&mut self, session_id: &str) -> Result<u64, StoreError> {
+        let row = sqlx::query("SELECT entities_ordinal FROM sessions WHERE session_id = $1")
             .bind(session_id)
             .fetch_optional(&mut self.conn)
             .await
             .map_err(|e| self.error(&e))?;
-        let state = match &snapshot {
-            Some(row) => state_from(session_id, row.get(0), row.get(1))?,
-            None => SessionState::default(),
-        };
-        let events = self.events(session_id, state.ordinal()).await?;
-        let entities_ordinal =
-            sqlx::query("SELECT entities_ordinal FROM sessions WHERE session_id = $1")
-                .bind(session_id)
-                .fetch_optional(&mut self.conn)
-                .await
-                .map_err(|e| self.error(&e))?
-                .map_or(0, |row| row.get::<i64, _>(0) as u64);
-        Ok(StoredSession {
-            state,
-            events,
-            entities_ordinal,
-        })
+        Ok(row.map_or(0, |row| row.get::<i64, _>(0) as u64))
     }
 
     async fn events(&mut self, session_id: &str, after: u64) -> Result<Vec<LogEntry>, StoreError> {
@@ -139,12 +135,7 @@ impl LogStore for PostgresStore {
         &mut self,
         session_id: &str,
     ) -> Result<(u64, Vec<SnapshotEntity>), StoreError> {
-        let ordinal = sqlx::query("SELECT entities_ordinal FROM sessions WHERE session_id = $1")
-            .bind(session_id)
-            .fetch_optional(&mut self.conn)
-            .await
-            .map_err(|e| self.error(&e))?
-            .map_or(0, |row| row.get::<i64, _>(0) as u64);
+        let ordinal = self.entities_ordinal(session_id).await?;
         let rows = sqlx::query(
             "SELECT entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json FROM entities \
              WHERE session_id = $1 ORDER BY created_ordinal, entity_id",

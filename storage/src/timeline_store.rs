@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use reel_engine::{Commit, LogEntry, LogStore, StoreError, StoredSession, Turn, TurnStore};
+use reel_engine::{Commit, LogEntry, LogStore, SessionState, StoreError, Turn, TurnStore};
 use reel_proto::rpc::SnapshotEntity;
 
 use crate::{PostgresStore, SqliteStore};
@@ -46,8 +46,12 @@ impl LogStore for TimelineStore {
         delegate!(self, store => store.lease(session_id).await)
     }
 
-    async fn load(&mut self, session_id: &str) -> Result<StoredSession, StoreError> {
-        delegate!(self, store => store.load(session_id).await)
+    async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError> {
+        delegate!(self, store => store.snapshot(session_id).await)
+    }
+
+    async fn entities_ordinal(&mut self, session_id: &str) -> Result<u64, StoreError> {
+        delegate!(self, store => store.entities_ordinal(session_id).await)
     }
 
     async fn events(&mut self, session_id: &str, after: u64) -> Result<Vec<LogEntry>, StoreError> {
