@@ -16,13 +16,12 @@ use std::{
 };
 
 use reel_engine::{
-    Fanout, LogStore, ModelSettings, RunRequest, Script, ScriptedProvider, Session, SessionState,
-    Step, done_status, new_id, scripted::Repeat,
+    Fanout, LogStore, Script, ScriptedProvider, Session, SessionState, Step, done_status, new_id,
+    scripted::Repeat,
 };
 use reel_sinks::TimelineDbSink;
 use reel_storage::open_timeline;
 use sqlx::{Connection, PgConnection, Row};
-use tokio_util::sync::CancellationToken;
 
 pub async fn run(
     deltas: usize,
@@ -160,14 +159,7 @@ async fn store_reply(location: &str, session_id: &str, deltas: u64) -> Result<(u
     });
     let rid: Arc<str> = Arc::from("");
     let started = Instant::now();
-    let request = RunRequest {
-        request_id: Arc::clone(&rid),
-        prompt: "bench".into(),
-        system_prompt: None,
-        settings: ModelSettings::default(),
-        provider: &provider,
-    };
-    session.run(request, &CancellationToken::new()).await;
+    super::run_prompt(&mut session, &provider).await;
     session.emit_done(&rid, done_status::OK).await;
     let seconds = started.elapsed().as_secs_f64();
     let events = session.log().last_ordinal();

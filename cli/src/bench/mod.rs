@@ -77,6 +77,23 @@ pub async fn run(args: BenchArgs) -> u8 {
     streamed.max(served).max(stored).max(fetched)
 }
 
+/// Runs one prompt ("bench") to its end: no request id, no system prompt, nothing cancels it.
+async fn run_prompt(
+    session: &mut reel_engine::Session,
+    provider: &dyn reel_engine::Provider,
+) -> reel_engine::RunOutcome {
+    let request = reel_engine::RunRequest {
+        request_id: std::sync::Arc::from(""),
+        prompt: "bench".into(),
+        system_prompt: None,
+        settings: reel_engine::ModelSettings::default(),
+        provider,
+    };
+    session
+        .run(request, &tokio_util::sync::CancellationToken::new())
+        .await
+}
+
 /// A `kB` line of /proc/PID/status, e.g. VmRSS or VmHWM (0 where /proc is missing).
 fn proc_status_kib(pid: &str, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

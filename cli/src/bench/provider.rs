@@ -6,15 +6,11 @@
 use std::{
     io::{Read, Write},
     net::TcpListener,
-    sync::Arc,
     time::Instant,
 };
 
-use reel_engine::{
-    Fanout, ModelSettings, OpenAiConfig, OpenAiProvider, RunOutcome, RunRequest, Session, new_id,
-};
+use reel_engine::{Fanout, OpenAiConfig, OpenAiProvider, RunOutcome, Session, new_id};
 use reel_sinks::JsonlFrameSink;
-use tokio_util::sync::CancellationToken;
 
 pub async fn run(deltas: usize) -> Result<(), String> {
     let body = sse_body(deltas);
@@ -43,14 +39,7 @@ pub async fn run(deltas: usize) -> Result<(), String> {
     )));
     let mut session = Session::new(new_id(), fanout);
     let (cpu_before, started) = (cpu_seconds(), Instant::now());
-    let request = RunRequest {
-        request_id: Arc::from(""),
-        prompt: "bench".into(),
-        system_prompt: None,
-        settings: ModelSettings::default(),
-        provider: &provider,
-    };
-    let outcome = session.run(request, &CancellationToken::new()).await;
+    let outcome = super::run_prompt(&mut session, &provider).await;
     let events = session.log().last_ordinal();
     let failures = session.close().await;
     let (cpu, wall) = (cpu_seconds() - cpu_before, started.elapsed().as_secs_f64());

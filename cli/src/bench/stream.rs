@@ -15,11 +15,8 @@ use std::{
     time::Instant,
 };
 
-use reel_engine::{
-    Fanout, ModelSettings, RunOutcome, RunRequest, Script, ScriptedProvider, Session, Step, new_id,
-};
+use reel_engine::{Fanout, RunOutcome, Script, ScriptedProvider, Session, Step, new_id};
 use reel_sinks::JsonlFrameSink;
-use tokio_util::sync::CancellationToken;
 
 /// A writer that discards everything and counts the bytes.
 #[derive(Clone, Default)]
@@ -115,14 +112,7 @@ async fn stream_reply(deltas: usize) -> Option<Figures> {
     let rss_before = proc_status_kib("VmRSS");
 
     let started = Instant::now();
-    let request = RunRequest {
-        request_id: Arc::from(""),
-        prompt: "bench".into(),
-        system_prompt: None,
-        settings: ModelSettings::default(),
-        provider: &provider,
-    };
-    let outcome = session.run(request, &CancellationToken::new()).await;
+    let outcome = super::run_prompt(&mut session, &provider).await;
     let log_entries = session.log().last_ordinal();
     let rss_after = proc_status_kib("VmRSS");
     let failures = session.close().await;
