@@ -53,6 +53,8 @@ pub enum ProviderName {
     Scripted,
     /// An OpenAI-compatible chat completions server (OpenAI, Ollama, vLLM, llama.cpp, ...).
     Openai,
+    /// Anthropic's Messages API.
+    Anthropic,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -86,12 +88,23 @@ pub struct RunCommandArgs {
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// The environment variable that holds the API key (default: the command file's, else
-    /// OPENAI_API_KEY). Keys are never taken from flags, which land in shell history.
+    /// OPENAI_API_KEY or ANTHROPIC_API_KEY). Keys are never taken from flags, which land in
+    /// shell history.
     #[arg(long, value_name = "NAME")]
     pub api_key_env: Option<String>,
     /// Give up on a model call after this long without a response or a piece of one.
     #[arg(long, value_name = "MS")]
     pub timeout_ms: Option<u64>,
+    /// Sampling temperature (default: the command file's, else the provider's).
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f32>,
+    /// The longest reply, in tokens (default: the command file's, else the provider's).
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
+    /// Model calls one run may make: each round of tool calls costs one (default: the command
+    /// file's, else 10). When the model still asks for tools, the run ends with a warning.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_iterations: Option<u32>,
     /// Add backendEvent frames: the log's own events, for debugging.
     #[arg(long)]
     pub include_backend_events: bool,

@@ -15,6 +15,29 @@
 //!   model: ""
 //!   temperature: 0.7
 //!   max_tokens: 256
+//!   pricing:                               # optional: US$ per million tokens, for cost figures
+//!     input_per_mtok: 3.0
+//!     output_per_mtok: 15.0
+//!     cached_input_per_mtok: 0.3           # optional
+//!     cache_write_per_mtok: 3.75           # optional
+//!   stop: ["</tool_call>"]                 # optional: sequences that end a reply
+//!   tool_call_prefill: "<tool_call>\n"     # optional: how a forced tool call begins (local models)
+//! tools:                                   # optional: tools the model may call
+//!   - name: get_weather
+//!     description: Current weather for a city.
+//!     parameters:                          # JSON Schema of the arguments (YAML or JSON)
+//!       type: object
+//!       properties: {city: {type: string}}
+//!       required: [city]
+//!     executor:
+//!       command: [./tools/weather.sh]      # arguments as JSON on stdin, result on stdout
+//!     timeout_ms: 30000                    # optional
+//!     max_output_bytes: 65536              # optional
+//!   - name: ask_user
+//!     description: Asks the person at the client.
+//!     executor: client                     # answered by the stdin-RPC client
+//! max_iterations: 10                       # model calls per run (--max-iterations)
+//! tool_choice: auto                        # or required: a run's first model call must call a tool
 //! ```
 
 use std::{
@@ -38,6 +61,9 @@ pub const RESERVED_FLAGS: &[&str] = &[
     "base-url",
     "api-key-env",
     "timeout-ms",
+    "temperature",
+    "max-tokens",
+    "max-iterations",
     "include-backend-events",
     "session-id",
     "resume",
@@ -62,6 +88,14 @@ pub struct CommandFile {
     pub variables: Vec<Variable>,
     #[serde(default)]
     pub provider: ProviderDefaults,
+    #[serde(default)]
+    pub tools: Vec<ToolDeclaration>,
+    /// Model calls one run may make (each tool round is one more).
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
+    /// Whether the first model call of each run must call a tool.
+    #[serde(default)]
+    pub tool_choice: reel_engine::ToolChoice,
     /// The folder the file was loaded from; relative paths in it are resolved against it.
     #[serde(skip)]
     pub folder: PathBuf,
@@ -78,6 +112,37 @@ pub struct Variable {
     pub default: Option<String>,
 }
 
+/// A tool the model may call, and who runs it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDeclaration {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the arguments; an object without properties when left out.
+    #[serde(default = "no_parameters")]
+    pub parameters: serde_json::Value,
+    pub executor: ExecutorDeclaration,
+    /// How long the command may run, or the client may take to answer.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// For command tools: the most stdout the model gets.
+    #[serde(default)]
+    pub max_output_bytes: Option<usize>,
+}
+
+/// Who runs a tool: `command: [PROGRAM, ARGS...]` or `client`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ExecutorDeclaration {
+    Command(Vec<String>),
+    Client,
+}
+
+fn no_parameters() -> serde_json::Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
 /// Provider settings a command starts from.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,6 +157,15 @@ pub struct ProviderDefaults {
     pub temperature: Option<f32>,
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// Prices, for the cost of each call, run and session.
+    #[serde(default)]
+    pub pricing: Option<reel_engine::Pricing>,
+    /// Sequences that end a reply.
+    #[serde(default)]
+    pub stop: Vec<String>,
+    /// The start of the reply sent as a prefill when a call must call a tool.
+    #[serde(default)]
+    pub tool_call_prefill: Option<String>,
     /// For HTTP providers: where the server is.
     #[serde(default)]
     pub base_url: Option<String>,

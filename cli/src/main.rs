@@ -9,6 +9,7 @@ mod run_command;
 mod signals;
 mod stdin_rpc;
 mod template;
+mod toolbox;
 mod verify;
 
 use std::{io::IsTerminal, process::ExitCode};

@@ -88,11 +88,15 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
                 .await
                 .map_err(|e| e.to_string())?;
             let mut state = SessionState::default();
+            let mut log = EventLog::new();
             if let Some(turn) = turn {
                 state.context =
                     reel_engine::ModelContextProjection::from_turn(turn.context, turn.model_calls);
+                state.usage = reel_engine::UsageProjection::from_session_total(turn.session_usage);
+                // Ordinals go on from the turn's, so the next turn sorts after it.
+                log = EventLog::continuing(turn.last_ordinal, Vec::new())?;
             }
-            (state, EventLog::new(), 0)
+            (state, log, 0)
         }
         (None, None) => unreachable!("one database at least"),
     };

@@ -8,8 +8,9 @@ use std::{panic::AssertUnwindSafe, sync::Arc};
 
 use futures::FutureExt;
 use reel_engine::{
-    Fanout, ModelSettings, OpenAiConfig, OpenAiProvider, Provider, RunOutcome, RunRequest, Script,
-    ScriptedProvider, ServeConfig, ServeEnd, Session, done_status, new_id, serve,
+    AnthropicProvider, Fanout, HttpConfig, ModelSettings, OpenAiProvider, Provider, RunOutcome,
+    RunRequest, Script, ScriptedProvider, ServeConfig, ServeEnd, Session, Toolbox, done_status,
+    new_id, serve,
 };
 use reel_proto::rpc::{self, HelloFrame};
 use reel_sinks::{
@@ -54,6 +55,7 @@ struct Prepared {
     system_prompt: Option<String>,
     provider: Box<dyn Provider>,
     settings: ModelSettings,
+    tools: Toolbox,
 }
 
 pub async fn run(invocation: Invocation) -> u8 {
@@ -201,6 +203,8 @@ async fn one_shot(
         system_prompt: prepared.system_prompt,
         settings: prepared.settings,
         provider: prepared.provider.as_ref(),
+        tools: &prepared.tools,
+        tool_client: false,
     };
     let outcome = AssertUnwindSafe(session.run(request, cancel))
         .catch_unwind()
@@ -208,6 +212,13 @@ async fn one_shot(
     session.emit_snapshot(&rid).await;
     let (done, ending) = match outcome {
         Ok(RunOutcome::Finished) => (done_status::OK, Ending::Ok),
+        Ok(outcome @ RunOutcome::IterationLimit { .. }) => {
+            if let Some((code, message)) = outcome.warning() {
+                tracing::warn!("{message}");
+                session.emit_error(&rid, code, &message, false).await;
+            }
+            (done_status::OK, Ending::Ok)
+        }
         Ok(RunOutcome::Stopped) => (done_status::STOPPED, Ending::Stopped),
         Ok(RunOutcome::Failed(failure)) => {
             tracing::error!("the run failed: {}", failure.message);
@@ -249,6 +260,7 @@ async fn serve_stdin(
         provider: prepared.provider.as_ref(),
         system_prompt: prepared.system_prompt,
         settings: prepared.settings,
+        tools: &prepared.tools,
     };
     let (session, end) = serve(session, config, requests, cancel).await;
     let ending = match end {
@@ -259,22 +271,20 @@ async fn serve_stdin(
     (session, ending)
 }
 
-/// The OpenAI-compatible provider the flags and the command file describe. The API key is read
-/// from an environment variable only, and goes nowhere but the request's header.
-fn openai_provider(
+/// How the HTTP provider the flags and the command file describe is reached. The API key is
+/// read from an environment variable only, and goes nowhere but the request's key header.
+fn http_config(
     args: &RunCommandArgs,
     defaults: &ProviderDefaults,
-) -> Result<OpenAiProvider, String> {
-    let key_variable = args
-        .api_key_env
-        .clone()
-        .or_else(|| defaults.api_key_env.clone())
-        .unwrap_or_else(|| "OPENAI_API_KEY".into());
-    let mut config = OpenAiConfig {
+    provider: ProviderName,
+    default_base_url: &str,
+) -> HttpConfig {
+    let key_variable = key_variable(args, defaults, provider);
+    let mut config = HttpConfig {
         api_key: std::env::var(&key_variable)
             .ok()
             .filter(|key| !key.is_empty()),
-        ..OpenAiConfig::default()
+        ..HttpConfig::new(default_base_url)
     };
     if let Some(url) = args.base_url.clone().or_else(|| defaults.base_url.clone()) {
         config.base_url = url;
@@ -288,7 +298,23 @@ fn openai_provider(
             config.base_url
         );
     }
-    OpenAiProvider::new(config).map_err(|e| e.to_string())
+    config
+}
+
+/// The environment variable that holds the provider's API key.
+fn key_variable(
+    args: &RunCommandArgs,
+    defaults: &ProviderDefaults,
+    provider: ProviderName,
+) -> String {
+    let default = match provider {
+        ProviderName::Anthropic => "ANTHROPIC_API_KEY",
+        _ => "OPENAI_API_KEY",
+    };
+    args.api_key_env
+        .clone()
+        .or_else(|| defaults.api_key_env.clone())
+        .unwrap_or_else(|| default.into())
 }
 
 fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
@@ -302,9 +328,10 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
         (Some(name), _) => name,
         (None, None | Some("scripted")) => ProviderName::Scripted,
         (None, Some("openai")) => ProviderName::Openai,
+        (None, Some("anthropic")) => ProviderName::Anthropic,
         (None, Some(other)) => {
             return Err(format!(
-                "the command file asks for provider {other:?}, which this build does not have (available: scripted, openai)"
+                "the command file asks for provider {other:?}, which this build does not have (available: scripted, openai, anthropic)"
             ));
         }
     };
@@ -320,7 +347,24 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
             )),
             None => Box::new(ScriptedProvider::echo()),
         },
-        ProviderName::Openai => Box::new(openai_provider(args, defaults)?),
+        ProviderName::Openai => {
+            let config = http_config(
+                args,
+                defaults,
+                provider_name,
+                OpenAiProvider::DEFAULT_BASE_URL,
+            );
+            Box::new(OpenAiProvider::new(config).map_err(|e| e.to_string())?)
+        }
+        ProviderName::Anthropic => {
+            let config = http_config(
+                args,
+                defaults,
+                provider_name,
+                AnthropicProvider::DEFAULT_BASE_URL,
+            );
+            Box::new(AnthropicProvider::new(config).map_err(|e| e.to_string())?)
+        }
     };
     let settings = ModelSettings {
         model: args
@@ -328,13 +372,20 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
             .clone()
             .or_else(|| defaults.model.clone())
             .unwrap_or_default(),
-        temperature: defaults.temperature,
-        max_tokens: defaults.max_tokens,
+        temperature: args.temperature.or(defaults.temperature),
+        max_tokens: args.max_tokens.or(defaults.max_tokens),
+        pricing: defaults.pricing,
+        stop: defaults.stop.clone(),
+        tool_call_prefill: defaults.tool_call_prefill.clone(),
     };
+    // Tools never see the API key, whichever provider runs.
+    let hidden_env = vec![key_variable(args, defaults, provider_name)];
+    let tools = crate::toolbox::build(command, args.max_iterations, &hidden_env)?;
     Ok(Prepared {
         prompt,
         system_prompt: command.system_prompt.clone(),
         provider,
         settings,
+        tools,
     })
 }

@@ -38,6 +38,9 @@ pub struct ContextMessage {
     pub tool_calls: Vec<ContextToolCall>,
     /// For tool messages: the call this is the result of.
     pub tool_call_id: String,
+    /// For tool messages: the tool failed (`text` says why).
+    #[serde(default)]
+    pub is_error: bool,
 }
 
 impl ContextMessage {
@@ -47,6 +50,7 @@ impl ContextMessage {
             text,
             tool_calls: Vec::new(),
             tool_call_id: String::new(),
+            is_error: false,
         }
     }
 }
@@ -130,6 +134,7 @@ impl Projection for ModelContextProjection {
             Any::ChatToolResultReady(r) => {
                 let mut message = ContextMessage::new(ContextRole::Tool, r.result.clone());
                 message.tool_call_id.clone_from(&r.tool_call_id);
+                message.is_error = r.is_error;
                 self.messages.push(message);
                 self.current_assistant = None;
             }

@@ -11,8 +11,10 @@
 //!                                      --> Fanout --> every Sink, in order, with back-pressure
 //! ```
 
+pub mod anthropic;
 pub mod context;
 pub mod fanout;
+pub mod http_stream;
 pub mod id;
 pub mod log;
 pub mod openai;
@@ -26,21 +28,30 @@ pub mod session;
 pub mod sink;
 pub mod store;
 pub mod timeline;
+pub mod tools;
+pub mod usage;
 
+pub use anthropic::AnthropicProvider;
 pub use context::{ContextMessage, ContextRole, ContextToolCall, ModelContextProjection};
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
+pub use http_stream::HttpConfig;
 pub use id::new_id;
 pub use log::{EventLog, LogEntry};
-pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use openai::OpenAiProvider;
 pub use output::{CommittedEvent, Output, OutputKind};
 pub use projection::Projection;
 pub use provider::{
     ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream,
 };
-pub use run::{ActiveRun, RunFailure, RunOutcome, RunRequest};
+pub use run::{ActiveRun, RunEvent, RunFailure, RunOutcome, RunRequest};
 pub use scripted::{Repeat, Script, ScriptError, ScriptedProvider, Step};
 pub use server::{Incoming, ServeConfig, ServeEnd, serve};
 pub use session::{Session, done_status};
 pub use sink::{MemorySink, Sink, SinkError};
 pub use store::{Commit, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore};
 pub use timeline::{OpenRun, TimelineProjection};
+pub use tools::{
+    CommandTool, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool, ToolChoice, ToolDefinition, ToolExecutor,
+    ToolOutput, Toolbox, ToolboxError,
+};
+pub use usage::{Pricing, UsageProjection};

@@ -7,7 +7,10 @@
 use futures::stream::BoxStream;
 use reel_proto::chat::UsageInfo;
 
-use crate::context::ContextMessage;
+use crate::{
+    context::ContextMessage,
+    tools::{ToolChoice, ToolDefinition},
+};
 
 /// Settings a provider call is made with.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -15,6 +18,13 @@ pub struct ModelSettings {
     pub model: String,
     pub temperature: Option<f32>,
     pub max_tokens: Option<u32>,
+    /// Prices the cost of each call's usage is computed with.
+    pub pricing: Option<crate::usage::Pricing>,
+    /// Sequences that end the reply where they appear.
+    pub stop: Vec<String>,
+    /// For a call that must call a tool: the start of the assistant's reply, sent as a prefill
+    /// (small local models need `<tool_call>` to begin one).
+    pub tool_call_prefill: Option<String>,
 }
 
 /// What a model is asked.
@@ -26,6 +36,10 @@ pub struct ModelRequest {
     pub settings: ModelSettings,
     /// How many model calls the session made before this one (0 for its first).
     pub call_index: u64,
+    /// The tools the model may call.
+    pub tools: Vec<ToolDefinition>,
+    /// Whether it must call one.
+    pub tool_choice: ToolChoice,
 }
 
 /// One step of a streamed reply.

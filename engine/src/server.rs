@@ -10,6 +10,9 @@
 //! * `cancel`: its own `done` `ok`, then the running submit ends with `ChatRunStopped` and `done`
 //!   `stopped`; with nothing running, `no_active_request`.
 //! * `snapshot`: a snapshot and `done` `ok`, at once, also while a submit runs.
+//! * `tool_result`: the answer to a `client` tool call of the running submit; its own `done`
+//!   `ok`, and the run goes on with the result. An id no client call waits for gets
+//!   `unknown_tool_call`.
 //! * `shutdown`: stops reading, waits for the running submit, `done` `shutdown`.
 //! * The first request binds the session id; another id gets `session_mismatch`. A submit while
 //!   one runs gets `session_busy`. Every accepted request gets a `done`; a rejected line that
@@ -24,8 +27,9 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     id::new_id,
     provider::{ModelSettings, Provider},
-    run::{ActiveRun, RunOutcome, RunRequest},
+    run::{ActiveRun, RunEvent, RunOutcome, RunRequest},
     session::{Session, done_status},
+    tools::{ToolOutput, Toolbox},
 };
 
 /// What the request reader hands the server.
@@ -67,6 +71,7 @@ pub struct ServeConfig<'a> {
     pub provider: &'a dyn Provider,
     pub system_prompt: Option<String>,
     pub settings: ModelSettings,
+    pub tools: &'a Toolbox,
 }
 
 /// Serves `session` until the input ends, a shutdown request, a read failure or `interrupt`.
@@ -92,7 +97,7 @@ struct Server<'a> {
     /// Whether the first request has bound the session id.
     bound: bool,
     /// The submit being answered.
-    active: Option<ActiveRun>,
+    active: Option<ActiveRun<'a>>,
 }
 
 /// What the loop does after handling a request.
@@ -103,7 +108,7 @@ enum Next {
     End(ServeEnd),
 }
 
-impl Server<'_> {
+impl<'a> Server<'a> {
     async fn serve(
         &mut self,
         mut incoming: mpsc::Receiver<Incoming>,
@@ -158,7 +163,7 @@ impl Server<'_> {
     }
 
     /// Records one event of the running submit; answers the submit when its run has ended.
-    async fn advance(&mut self, event: Option<Result<crate::ProviderEvent, crate::ProviderError>>) {
+    async fn advance(&mut self, event: RunEvent) {
         let run = self.active.as_mut().expect("a run is active");
         if let Some(outcome) = self.session.step(run, event).await {
             let run = self.active.take().expect("a run is active");
@@ -169,7 +174,7 @@ impl Server<'_> {
     /// The end of a submit: a snapshot of what the run created or changed (a long session's
     /// whole timeline after every submit would make the session quadratic), an error if it
     /// failed, and done.
-    async fn answer_submit(&mut self, run: &ActiveRun, outcome: &RunOutcome) {
+    async fn answer_submit(&mut self, run: &ActiveRun<'_>, outcome: &RunOutcome) {
         let rid = run.request_id();
         self.session
             .emit_snapshot_since(rid, run.ordinal_before())
@@ -178,6 +183,9 @@ impl Server<'_> {
             self.session
                 .emit_error(rid, failure.code, &failure.message, false)
                 .await;
+        }
+        if let Some((code, message)) = outcome.warning() {
+            self.session.emit_error(rid, code, &message, false).await;
         }
         self.session.emit_done(rid, outcome.done_status()).await;
     }
@@ -277,6 +285,8 @@ impl Server<'_> {
                     system_prompt: self.config.system_prompt.clone(),
                     settings: self.config.settings.clone(),
                     provider: self.config.provider,
+                    tools: self.config.tools,
+                    tool_client: true,
                 };
                 self.active = Some(self.session.start_run(request).await);
                 Next::Continue
@@ -300,10 +310,29 @@ impl Server<'_> {
                 self.session.emit_done(&rid, done_status::OK).await;
                 Next::Continue
             }
+            Some(Request::ToolResult(answer)) => {
+                let output = ToolOutput {
+                    result: answer.result,
+                    is_error: answer.is_error,
+                };
+                let taken = self
+                    .active
+                    .as_mut()
+                    .is_some_and(|run| run.answer_client_tool(&answer.tool_call_id, output));
+                if !taken {
+                    let message = format!(
+                        "no client tool call {:?} is waiting for a result",
+                        answer.tool_call_id
+                    );
+                    return self.refuse(&rid, "unknown_tool_call", &message).await;
+                }
+                self.session.emit_done(&rid, done_status::OK).await;
+                Next::Continue
+            }
             Some(Request::Shutdown(_)) => Next::Drain(Some(rid)),
             None => {
-                let message =
-                    "the request names no known kind (submit, cancel, snapshot, shutdown)";
+                let message = "the request names no known kind (submit, cancel, snapshot, \
+                               tool_result, shutdown)";
                 self.refuse(&rid, "unknown_request", message).await
             }
         }
@@ -317,9 +346,7 @@ impl Server<'_> {
     }
 }
 
-async fn next_event(
-    active: &mut Option<ActiveRun>,
-) -> Option<Result<crate::ProviderEvent, crate::ProviderError>> {
+async fn next_event(active: &mut Option<ActiveRun<'_>>) -> RunEvent {
     match active {
         Some(run) => run.next_event().await,
         None => std::future::pending().await,

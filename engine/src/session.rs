@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use reel_proto::{
     Any,
-    chat::{ChatProviderCallFinished, ChatRunFailed},
+    chat::{ChatProviderCallFinished, ChatRunFailed, ChatToolCallFinished, ChatToolResultReady},
     rpc::{DoneFrame, ErrorFrame, HelloFrame},
 };
 
@@ -22,6 +22,7 @@ use crate::{
     projection::Projection,
     store::SessionState,
     timeline::TimelineProjection,
+    usage::UsageProjection,
 };
 
 /// `done.status` values.
@@ -38,6 +39,7 @@ pub struct Session {
     log: EventLog,
     timeline: TimelineProjection,
     context: ModelContextProjection,
+    usage: UsageProjection,
     outputs: Fanout,
     /// Set once a durable sink has failed.
     storage_failed: bool,
@@ -51,6 +53,7 @@ impl Session {
             log: EventLog::new(),
             timeline: TimelineProjection::new(),
             context: ModelContextProjection::new(),
+            usage: UsageProjection::new(),
             outputs,
             storage_failed: false,
         }
@@ -74,6 +77,7 @@ impl Session {
             log,
             timeline: state.timeline,
             context: state.context,
+            usage: state.usage,
             outputs,
             storage_failed: false,
         }
@@ -81,7 +85,8 @@ impl Session {
 
     /// Closes a run that the log shows as started and never ended: the process that ran it
     /// died. It is closed by appending `ChatProviderCallFinished` (if a model call was open) and
-    /// `ChatRunFailed` (`interrupted`), never by editing history. Returns whether there was one.
+    /// `ChatRunFailed` (`interrupted`), never by editing history; tool calls left without a
+    /// result get an error result first. Returns whether there was one.
     pub async fn close_interrupted_run(&mut self, request_id: &Arc<str>) -> bool {
         let Some(run) = self.timeline.open_run().cloned() else {
             return false;
@@ -95,12 +100,35 @@ impl Session {
             };
             self.append(request_id, finished).await;
         }
+        // The model must see a result for every call it made, or the next call is refused.
+        for call in self.timeline.unanswered_tool_calls() {
+            let result = ChatToolResultReady {
+                message_id: new_id(),
+                tool_call_id: call.tool_call_id.clone(),
+                tool_name: call.tool_name.clone(),
+                result: "interrupted: the process ended before the tool call finished".into(),
+                status: "error".into(),
+                correlation: call.correlation.clone(),
+                is_error: true,
+            };
+            self.append(request_id, result).await;
+            let finished = ChatToolCallFinished {
+                message_id: call.message_id,
+                tool_call_id: call.tool_call_id,
+                tool_name: call.tool_name,
+                status: "interrupted".into(),
+                correlation: call.correlation,
+            };
+            self.append(request_id, finished).await;
+        }
         let failed = ChatRunFailed {
             message_id: new_id(),
             status: "failed".into(),
             error: "interrupted: the process ended before the run did".into(),
             correlation: run.correlation,
             duration_ms: 0,
+            usage: Some(self.usage.run()),
+            session_usage: Some(self.usage.session()),
         };
         self.append(request_id, failed).await;
         true
@@ -128,6 +156,10 @@ impl Session {
         &self.context
     }
 
+    pub fn usage(&self) -> &UsageProjection {
+        &self.usage
+    }
+
     /// Outputs detached after failing, so far.
     pub fn sink_failures(&self) -> &[SinkFailure] {
         self.outputs.failures()
@@ -138,6 +170,7 @@ impl Session {
         let entry = self.log.append(event.into());
         let ui_events = self.timeline.apply(&entry);
         self.context.apply(&entry);
+        self.usage.apply(&entry);
         let ordinal = entry.ordinal;
         self.emit(
             request_id,

@@ -15,6 +15,8 @@ use crate::{ModelContextProjection, TimelineProjection, log::LogEntry, projectio
 pub struct SessionState {
     pub timeline: TimelineProjection,
     pub context: ModelContextProjection,
+    #[serde(default)]
+    pub usage: crate::usage::UsageProjection,
 }
 
 impl SessionState {
@@ -22,6 +24,7 @@ impl SessionState {
     pub fn apply(&mut self, entry: &LogEntry) {
         self.timeline.apply(entry);
         self.context.apply(entry);
+        self.usage.apply(entry);
     }
 
     /// The ordinal this state is as of.
@@ -91,7 +94,7 @@ pub enum StoreError {
 }
 
 /// The model context after one run: what the next run of the session starts from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Turn {
     pub session_id: String,
     pub run_id: String,
@@ -102,6 +105,9 @@ pub struct Turn {
     /// Model calls the session had made by the end of the run.
     pub model_calls: u64,
     pub context: Vec<crate::ContextMessage>,
+    /// The run's usage (its model calls together) and the session's up to its end.
+    pub usage: reel_proto::chat::UsageInfo,
+    pub session_usage: reel_proto::chat::UsageInfo,
 }
 
 /// A durable home for turns (the model context after each run).

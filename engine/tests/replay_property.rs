@@ -204,6 +204,8 @@ proptest! {
                     system_prompt: None,
                     settings: ModelSettings::default(),
                     provider: &provider,
+                    tools: &reel_engine::NO_TOOLS,
+                    tool_client: false,
                 };
                 session.run(request, &CancellationToken::new()).await;
             }

@@ -36,6 +36,9 @@ impl<W: Write + Send + 'static> Sink for TextSink<W> {
         tokio::task::spawn_blocking(move || {
             let mut input = input;
             let mut ends_with_newline = true;
+            // A reply in several segments (text, a tool round, more text) prints each on its
+            // own line.
+            let mut segment: Option<String> = None;
             while let Some(batch) = input.blocking_recv() {
                 for output in batch.iter() {
                     match &output.kind {
@@ -45,6 +48,14 @@ impl<W: Write + Send + 'static> Sink for TextSink<W> {
                                     && patch.role == "assistant"
                                     && !patch.text.is_empty()
                                 {
+                                    if segment.as_ref().is_some_and(|s| *s != patch.message_id)
+                                        && !ends_with_newline
+                                    {
+                                        writer.write_all(b"\n")?;
+                                    }
+                                    if segment.as_ref() != Some(&patch.message_id) {
+                                        segment = Some(patch.message_id.clone());
+                                    }
                                     writer.write_all(patch.text.as_bytes())?;
                                     ends_with_newline = patch.text.ends_with('\n');
                                 }

@@ -1,14 +1,18 @@
 //! The turns database sink: after each run, the model context the next run starts from.
 //!
 //! It folds the log into its own model-context projection, and when a run ends (finished,
-//! stopped or failed) it stores that conversation as the run's turn. It acknowledges every
+//! stopped or failed) it stores that conversation as the run's turn, with the run's and the
+//! session's usage that event carries. It acknowledges every
 //! ordinal it has dealt with, so a run's done also waits for its turn to be stored.
 
 use reel_engine::{
     ModelContextProjection, OutputBatch, OutputKind, Projection, Sink, SinkError, Turn, TurnStore,
 };
-use reel_proto::Any;
+use reel_proto::{Any, chat::UsageInfo};
 use tokio::sync::{mpsc, watch};
+
+/// A run's usage and its session's, as the run's last event carries them.
+type Usages = (Option<UsageInfo>, Option<UsageInfo>);
 
 /// Writes a turn to a [`TurnStore`] at the end of every run.
 pub struct TurnsDbSink<S> {
@@ -42,7 +46,7 @@ impl<S: TurnStore> TurnsDbSink<S> {
         (sink, acks)
     }
 
-    async fn save(&mut self, status: &str) -> Result<(), SinkError> {
+    async fn save(&mut self, status: &str, usage: Usages) -> Result<(), SinkError> {
         let turn = Turn {
             session_id: self.session_id.clone(),
             run_id: std::mem::take(&mut self.run_id),
@@ -50,6 +54,8 @@ impl<S: TurnStore> TurnsDbSink<S> {
             last_ordinal: self.last_ordinal,
             model_calls: self.context.calls(),
             context: self.context.messages().to_vec(),
+            usage: usage.0.unwrap_or_default(),
+            session_usage: usage.1.unwrap_or_default(),
         };
         self.store
             .save_turn(&turn)
@@ -85,13 +91,13 @@ impl<S: TurnStore> Sink for TurnsDbSink<S> {
                             .unwrap_or_default();
                         None
                     }
-                    Any::ChatRunFinished(_) => Some("finished"),
-                    Any::ChatRunStopped(_) => Some("stopped"),
-                    Any::ChatRunFailed(_) => Some("failed"),
+                    Any::ChatRunFinished(e) => Some(("finished", (e.usage, e.session_usage))),
+                    Any::ChatRunStopped(e) => Some(("stopped", (e.usage, e.session_usage))),
+                    Any::ChatRunFailed(e) => Some(("failed", (e.usage, e.session_usage))),
                     _ => None,
                 };
-                if let Some(status) = ended {
-                    self.save(status).await?;
+                if let Some((status, usage)) = ended {
+                    self.save(status, usage).await?;
                 }
             }
             self.committed.send_replace(self.last_ordinal);

@@ -1,7 +1,7 @@
 //! How events, entities and snapshots become column values, and back, in every backend.
 
 use reel_engine::{ContextMessage, LogEntry, SessionState, StoreError};
-use reel_proto::{Any, json, rpc::SnapshotEntity};
+use reel_proto::{Any, chat::UsageInfo, json, rpc::SnapshotEntity};
 
 /// An event's payload as canonical protobuf JSON ("@type" first).
 pub fn event_json(entry: &LogEntry) -> Result<String, StoreError> {
@@ -103,4 +103,27 @@ pub fn context_from(
             "turn {run_id:?} of session {session_id:?} does not decode: {e}"
         ))
     })
+}
+
+/// A usage's columns: every input token (cached ones included), output tokens, cached input
+/// tokens, cost in US dollars.
+pub fn usage_columns(usage: &UsageInfo) -> (i64, i64, i64, f64) {
+    (
+        to_i64(reel_engine::usage::input_tokens(usage)),
+        i64::from(usage.output_tokens),
+        to_i64(reel_engine::usage::cached_tokens(usage)),
+        usage.cost_usd,
+    )
+}
+
+/// A usage from its columns (in the OpenAI-style form: cached tokens counted in the input).
+pub fn usage_from(input: i64, output: i64, cached: i64, cost_usd: f64) -> UsageInfo {
+    let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
+    UsageInfo {
+        input_tokens: count(input),
+        output_tokens: count(output),
+        cached_tokens: count(cached),
+        cost_usd,
+        ..Default::default()
+    }
 }

@@ -18,7 +18,7 @@ mod timeline_db;
 
 pub use peak_rss::PeakRss;
 pub use rpc_client::{RpcClient, assert_request_scoped};
-pub use timeline_db::TimelineDb;
+pub use timeline_db::{TimelineDb, TurnUsage};
 
 #[doc(hidden)]
 pub use tempfile as __tempfile;

@@ -131,3 +131,10 @@ pub fn usage_event(prompt: u32, completion: u32) -> Vec<u8> {
 pub fn done_event() -> Vec<u8> {
     b"data: [DONE]\n\n".to_vec()
 }
+
+/// `event: TYPE\ndata: JSON\n\n` for an Anthropic Messages stream event; the type is the
+/// object's own `type`.
+pub fn anthropic_event(event: serde_json::Value) -> Vec<u8> {
+    let kind = event["type"].as_str().expect("an event type").to_owned();
+    format!("event: {kind}\ndata: {event}\n\n").into_bytes()
+}

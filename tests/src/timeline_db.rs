@@ -20,6 +20,13 @@ pub struct TimelineDb {
     conn: Conn,
 }
 
+/// A turn's usage columns: (input, output, cached, cost) of the run and of the session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnUsage {
+    pub run: (i64, i64, i64, f64),
+    pub session: (i64, i64, i64, f64),
+}
+
 /// One entity row: id, kind, created, last event, tombstone, payload.
 type EntityRow = (String, String, i64, i64, bool, String);
 
@@ -166,6 +173,19 @@ impl TimelineDb {
                 )
             })
             .collect()
+    }
+
+    /// The usage columns of the session's turns, in order: the run's input, output and cached
+    /// tokens and cost, then the session's.
+    pub fn turn_usage(&mut self, session_id: &str) -> Vec<TurnUsage> {
+        on_each!(self,
+            "SELECT input_tokens, output_tokens, cached_tokens, cost_usd, session_input_tokens, session_output_tokens, session_cached_tokens, session_cost_usd FROM turns WHERE session_id = ? ORDER BY last_ordinal",
+            "SELECT input_tokens, output_tokens, cached_tokens, cost_usd, session_input_tokens, session_output_tokens, session_cached_tokens, session_cost_usd FROM turns WHERE session_id = $1 ORDER BY last_ordinal",
+            session_id, fetch_all, |row| TurnUsage {
+                run: (row.get(0), row.get(1), row.get(2), row.get(3)),
+                session: (row.get(4), row.get(5), row.get(6), row.get(7)),
+            })
+        .unwrap()
     }
 
     /// `PRAGMA integrity_check` for SQLite ("ok" for a sound file); PostgreSQL checks itself.

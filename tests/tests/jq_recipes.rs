@@ -150,8 +150,17 @@ fn tool_payloads_are_found_by_their_type() {
     let recipe = r#"select(.uiEvent.payload["@type"]? // "" | test("reel.chat.v1.ChatTool")) | .uiEvent.name"#;
     let out = jq(&["-r", recipe], &stream).unwrap();
     assert_eq!(out, documented_out);
-    let names: Vec<&str> = out.lines().collect();
-    assert_eq!(names.first(), Some(&"ChatToolCallStarted"));
-    assert!(names.contains(&"ChatToolArgumentsPatch"));
-    assert_eq!(names.last(), Some(&"ChatToolCallRequested"));
+    let mut names: Vec<&str> = out.lines().collect();
+    names.dedup();
+    assert_eq!(
+        names,
+        [
+            "ChatToolCallStarted",
+            "ChatToolArgumentsPatch",
+            "ChatToolCallRequested",
+            "ChatToolExecutionStarted",
+            "ChatToolResultReady",
+            "ChatToolCallFinished",
+        ]
+    );
 }

@@ -162,3 +162,55 @@ fn a_three_turn_conversation_with_a_real_model_over_stdin_rpc() {
         "input tokens per turn: {input_tokens:?}"
     );
 }
+
+#[test]
+fn a_forced_tool_call_goes_through_the_whole_tool_loop_with_a_real_model() {
+    let Some(model) = LocalModel::start() else {
+        return;
+    };
+    let base_url = format!("http://127.0.0.1:{}/v1", model.port);
+    let output = reel_tests::reel(&[
+        "run-command",
+        "examples/providers/smollm2-weather.yaml",
+        "--rpc",
+        "--base-url",
+        &base_url,
+        "--timeout-ms",
+        "60000",
+    ])
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let frames = reel_tests::parse_frames(&output.stdout);
+    reel_tests::assert_stream_shape(&frames);
+    let payloads = |name: &str| -> Vec<serde_json::Value> {
+        frames
+            .iter()
+            .filter(|f| f.ui_name() == Some(name))
+            .map(|f| f.json["uiEvent"]["payload"].clone())
+            .collect()
+    };
+    // The first call was forced to call the tool: one call of get_weather with JSON arguments.
+    let calls = payloads("ChatProviderCallFinished");
+    assert!(calls.len() >= 2, "the model was called again: {calls:?}");
+    assert_eq!(calls[0]["finishClass"], "tool_calls");
+    let requested = payloads("ChatToolCallRequested");
+    assert!(!requested.is_empty());
+    assert_eq!(requested[0]["toolName"], "get_weather");
+    let arguments: serde_json::Value =
+        serde_json::from_str(requested[0]["input"].as_str().unwrap()).expect("JSON arguments");
+    assert!(arguments.is_object(), "{arguments}");
+    // reel ran the example's command tool and handed its output back.
+    let results = payloads("ChatToolResultReady");
+    assert_eq!(results[0]["toolCallId"], requested[0]["toolCallId"]);
+    assert_eq!(payloads("ChatToolExecutionStarted").len(), results.len());
+    assert_eq!(payloads("ChatToolCallFinished").len(), results.len());
+    // The run ended normally (a small model may ask for the tool again: the limit then ends it).
+    let run = payloads("ChatRunFinished");
+    assert_eq!(run.len(), 1);
+    assert!(
+        ["finished", "max_iterations_reached"].contains(&run[0]["status"].as_str().unwrap()),
+        "{run:?}"
+    );
+}

@@ -160,6 +160,9 @@ fn backend_events_are_the_log_in_order() {
         "ChatToolCallStarted",
         "ChatToolArgumentsDelta",
         "ChatToolCallRequested",
+        "ChatToolExecutionStarted",
+        "ChatToolResultReady",
+        "ChatToolCallFinished",
     ] {
         assert!(names.contains(&expected), "{expected} in {names:?}");
     }
@@ -167,7 +170,7 @@ fn backend_events_are_the_log_in_order() {
         Frame::Hello(hello) => assert!(hello.capabilities.iter().any(|c| c == "backend-events")),
         _ => unreachable!(),
     }
-    // The tool call shows in the final snapshot with its complete arguments.
+    // The tool call shows in the final snapshot with its complete arguments, executed.
     let snapshot = frames.iter().rev().find_map(|f| match f.frame() {
         Frame::Snapshot(s) => Some(s.clone()),
         _ => None,
@@ -183,7 +186,7 @@ fn backend_events_are_the_log_in_order() {
             assert_eq!(c.tool_name, "get_weather");
             let input: serde_json::Value = serde_json::from_str(&c.input).unwrap();
             assert_eq!(input["city"], "Paris");
-            assert_eq!(c.status, "pending");
+            assert_eq!(c.status, "completed");
         }
         other => panic!("{other:?}"),
     }

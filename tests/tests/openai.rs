@@ -151,15 +151,21 @@ fn several_tool_calls_stream_their_arguments_in_pieces() {
         }
         delta_event(json!({"tool_calls": [call]}), None)
     };
-    let server = SseServer::start(vec![quick(vec![
-        call(0, Some("call_a"), Some("get_weather"), ""),
-        call(0, None, None, "{\"city\":"),
-        call(1, Some("call_b"), Some("get_time"), "{\"zone\""),
-        call(0, None, None, "\"Oslo\"}"),
-        call(1, None, None, ":\"UTC\"}"),
-        delta_event(json!({}), Some("tool_calls")),
-        done_event(),
-    ])]);
+    let server = SseServer::start(vec![
+        quick(vec![
+            call(0, Some("call_a"), Some("get_weather"), ""),
+            call(0, None, None, "{\"city\":"),
+            call(1, Some("call_b"), Some("get_time"), "{\"zone\""),
+            call(0, None, None, "\"Oslo\"}"),
+            call(1, None, None, ":\"UTC\"}"),
+            delta_event(json!({}), Some("tool_calls")),
+            done_event(),
+        ]),
+        quick(vec![
+            delta_event(json!({"content": "I have no such tools."}), Some("stop")),
+            done_event(),
+        ]),
+    ]);
     let (frames, stderr, code, _) = run_against(&server, &[]);
     assert_eq!(code, Some(0), "{stderr}");
     let names = ui_names(&frames);
@@ -199,6 +205,32 @@ fn several_tool_calls_stream_their_arguments_in_pieces() {
         ),
         (Some("tool_calls"), Some("tool_calls"))
     );
+    // This command declares no tools: each call gets an error result naming the problem, and
+    // the model is asked again with both results.
+    let results: Vec<(bool, String)> = payloads(&frames, "ChatToolResultReady")
+        .map(|p| {
+            (
+                p["isError"] == true,
+                p["result"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(results.len(), 2);
+    assert!(
+        results
+            .iter()
+            .all(|(error, text)| *error && text.contains("no tool named"))
+    );
+    let second: serde_json::Value = serde_json::from_str(&server.received()[1].body).unwrap();
+    let roles: Vec<&str> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+    assert_eq!(second["messages"][2]["tool_calls"][1]["id"], "call_b");
+    assert_eq!(second["messages"][4]["tool_call_id"], "call_b");
 }
 
 #[test]
@@ -218,7 +250,10 @@ fn an_error_body_fails_the_run_with_the_provider_s_message() {
     });
     let error = error.unwrap();
     assert_eq!(error.code, "run_failed");
-    assert_eq!(error.message, "HTTP 400: model 'nope' not found");
+    assert_eq!(
+        error.message,
+        "HTTP 400: invalid_request_error: model 'nope' not found"
+    );
     assert_eq!(server.received().len(), 1, "a 400 is not retried");
 }
 

@@ -34,6 +34,9 @@ fn script() -> impl Strategy<Value = (String, bool)> {
             } else {
                 yaml.push_str("    - {text: \"\"}\n");
             }
+            // The model call after a tool round (the tool `lookup` is not declared: each call
+            // gets an error result, and the model is asked again).
+            yaml.push_str("  -\n    - {text: \"after the tools\"}\n");
             (yaml, fails)
         })
 }

@@ -5,6 +5,9 @@ The server speaks the OpenAI chat completions API (SSE streaming, include_usage)
 nothing is downloaded at run time.
 
     python serve.py --port 8080      # then: reel ... --provider openai --base-url http://127.0.0.1:8080/v1
+
+The chat template (chat_template.jinja, beside this file) is ChatML with Hermes-style tool calls:
+SmolLM2's built-in template ignores tools.
 """
 
 import argparse
@@ -16,6 +19,7 @@ import sys
 import xllamacpp
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+TEMPLATE = pathlib.Path(__file__).with_name("chat_template.jinja")
 
 
 def model_path() -> pathlib.Path:
@@ -43,6 +47,7 @@ def main() -> None:
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     params.model_alias = {"smollm2"}
+    params.chat_template = TEMPLATE.read_text()
 
     server = xllamacpp.Server(params)
     print(f"serving smollm2 on {server.listening_address}", flush=True)

@@ -88,6 +88,8 @@ async fn run_prompt(
         system_prompt: None,
         settings: reel_engine::ModelSettings::default(),
         provider,
+        tools: &reel_engine::NO_TOOLS,
+        tool_client: false,
     };
     session
         .run(request, &tokio_util::sync::CancellationToken::new())

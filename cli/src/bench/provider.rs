@@ -9,7 +9,7 @@ use std::{
     time::Instant,
 };
 
-use reel_engine::{Fanout, OpenAiConfig, OpenAiProvider, RunOutcome, Session, new_id};
+use reel_engine::{Fanout, HttpConfig, OpenAiProvider, RunOutcome, Session, new_id};
 use reel_sinks::JsonlFrameSink;
 
 pub async fn run(deltas: usize) -> Result<(), String> {
@@ -26,10 +26,7 @@ pub async fn run(deltas: usize) -> Result<(), String> {
         stream.write_all(&body)
     });
 
-    let config = OpenAiConfig {
-        base_url: format!("http://127.0.0.1:{port}/v1"),
-        ..OpenAiConfig::default()
-    };
+    let config = HttpConfig::new(format!("http://127.0.0.1:{port}/v1"));
     let provider = OpenAiProvider::new(config).map_err(|e| e.to_string())?;
     let mut fanout = Fanout::new();
     fanout.attach(Box::new(JsonlFrameSink::new(

@@ -1,28 +1,32 @@
-//! A run: one user prompt and the model's answer, recorded event by event.
+//! A run: one user prompt and the model's answer, recorded event by event, with the tool loop.
 //!
-//! The run appends `ChatUserMessageAccepted` and `ChatRunStarted`, streams one model call into
-//! the log, and always ends with exactly one of `ChatRunFinished`, `ChatRunStopped` (cancelled)
-//! or `ChatRunFailed`. Every model call likewise ends with one `ChatProviderCallFinished`.
+//! The run appends `ChatUserMessageAccepted` and `ChatRunStarted`, then alternates two phases:
+//! a model call streams into the log (ending with one `ChatProviderCallFinished`); if the model
+//! asked for tools, each call is executed (`ChatToolExecutionStarted`, `ChatToolResultReady`,
+//! `ChatToolCallFinished`) and the model is called again with the results, up to the toolbox's
+//! max iterations. The run always ends with exactly one of `ChatRunFinished`, `ChatRunStopped`
+//! (cancelled) or `ChatRunFailed`, and every tool call the model asked for has a result by then
+//! (an error result when it was not run), so the next model call sees a well-formed context.
 //!
 //! A run is driven step by step ([`ActiveRun`]), so that whoever owns the session can answer
-//! other requests between two events of a reply; [`Session::run`] is the simple loop for one-shot
-//! use.
+//! other requests between two events of a reply or while tools run; [`Session::run`] is the
+//! simple loop for one-shot use.
 
-use std::{collections::HashMap, panic::AssertUnwindSafe, sync::Arc, time::Instant};
+use std::{panic::AssertUnwindSafe, sync::Arc, time::Instant};
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, future::BoxFuture, stream::FuturesUnordered};
 use reel_proto::chat::{
-    ChatProviderCallStarted, ChatRunFailed, ChatRunFinished, ChatRunStarted, ChatRunStopped,
-    ChatUserMessageAccepted, CorrelationInfo,
+    ChatRunFailed, ChatRunFinished, ChatRunStarted, ChatRunStopped, ChatUserMessageAccepted,
+    CorrelationInfo,
 };
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     id::new_id,
-    provider::{
-        ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream,
-    },
+    provider::{ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream},
     session::{Session, done_status},
+    tools::{ToolOutput, Toolbox},
 };
 
 /// Everything a run needs.
@@ -33,6 +37,9 @@ pub struct RunRequest<'a> {
     pub system_prompt: Option<String>,
     pub settings: ModelSettings,
     pub provider: &'a dyn Provider,
+    pub tools: &'a Toolbox,
+    /// Whether a stdin-RPC client is there to run `client` tools.
+    pub tool_client: bool,
 }
 
 /// How a run ended.
@@ -41,6 +48,11 @@ pub enum RunOutcome {
     Finished,
     Stopped,
     Failed(RunFailure),
+    /// The model still asked for tools when the run had made `limit` model calls: those calls
+    /// were answered "not run" and the run ended. A warning, not a failure.
+    IterationLimit {
+        limit: u32,
+    },
 }
 
 /// Why a run failed, as its error frame reports it.
@@ -68,20 +80,58 @@ impl RunOutcome {
     /// The `done.status` that reports this outcome.
     pub fn done_status(&self) -> &'static str {
         match self {
-            RunOutcome::Finished => done_status::OK,
+            RunOutcome::Finished | RunOutcome::IterationLimit { .. } => done_status::OK,
             RunOutcome::Stopped => done_status::STOPPED,
             RunOutcome::Failed(_) => done_status::FAILED,
         }
     }
+
+    /// The warning a finished run carries: its error frame (non-terminal) says it.
+    pub fn warning(&self) -> Option<(&'static str, String)> {
+        match self {
+            RunOutcome::IterationLimit { limit } => Some((
+                "max_iterations_reached",
+                format!(
+                    "the model still asked for tools after {limit} model calls; those calls were \
+                     not run (raise --max-iterations to allow more)"
+                ),
+            )),
+            _ => None,
+        }
+    }
 }
 
-/// A run in progress: the model's reply stream and the ids of what it records.
+/// The next thing that happened in a run: an event of the model's reply (`None`: the reply
+/// stream ended) or a tool call that finished.
+pub enum RunEvent {
+    Model(Option<Result<ProviderEvent, ProviderError>>),
+    Tool(ToolDone),
+}
+
+/// A finished tool call: which one (its place in the batch being executed) and its output.
+pub struct ToolDone {
+    slot: usize,
+    output: ToolOutput,
+}
+
+/// What a run is waiting for.
+enum Phase<'a> {
+    /// The model's reply; dropping it cancels the model call.
+    Model(ProviderStream),
+    /// The tool calls being executed; dropping them kills command tools.
+    Tools(FuturesUnordered<BoxFuture<'a, ToolDone>>),
+    /// Nothing: the run has ended (or has not begun its first call).
+    Idle,
+}
+
+/// A run in progress: what it waits for and the ids of what it records.
 ///
 /// The session's owner drives it: [`Session::start_run`], then [`Session::step`] with each
-/// event of [`ActiveRun::next_event`] until it returns the outcome, or [`Session::stop_run`] to
-/// cancel. Between steps the owner may do anything else with the session (answer a snapshot
-/// request, say), which is how a snapshot taken during a run lands between two of its events.
-pub struct ActiveRun {
+/// [`ActiveRun::next_event`] until it returns the outcome, or [`Session::stop_run`] to cancel.
+/// Between steps the owner may do anything else with the session (answer a snapshot request,
+/// deliver a client tool's result), which is how a snapshot taken during a run lands between
+/// two of its events.
+pub struct ActiveRun<'a> {
     request_id: Arc<str>,
     /// The last ordinal before the run's first event.
     ordinal_before: u64,
@@ -90,12 +140,22 @@ pub struct ActiveRun {
     /// Correlation of the run (session and run ids).
     correlation: CorrelationInfo,
     call: CallState,
-    /// The model's reply; dropping it cancels the model call.
-    stream: ProviderStream,
+    phase: Phase<'a>,
     started: Instant,
+    provider: &'a dyn Provider,
+    system_prompt: Option<String>,
+    settings: ModelSettings,
+    tools: &'a Toolbox,
+    tool_client: bool,
+    /// Model calls this run has made.
+    calls: u32,
+    /// The tool calls being executed; a slot empties when its result is on the log.
+    executing: Vec<Option<RequestedTool>>,
+    /// Client tool calls waiting for the client: tool call id and where its answer goes.
+    client_waits: Vec<(String, oneshot::Sender<ToolOutput>)>,
 }
 
-impl ActiveRun {
+impl ActiveRun<'_> {
     /// The request this run answers; its outputs are stamped with it.
     pub fn request_id(&self) -> &Arc<str> {
         &self.request_id
@@ -106,19 +166,40 @@ impl ActiveRun {
         self.ordinal_before
     }
 
-    /// The next event of the model's reply (`None` when the stream ended). A provider that
-    /// panics yields [`ProviderError::Crashed`] and is not polled again.
-    pub async fn next_event(&mut self) -> Option<Result<ProviderEvent, ProviderError>> {
-        let next = AssertUnwindSafe(self.stream.next()).catch_unwind().await;
-        self.survive(next)
+    /// Waits for the next event. A provider that panics yields [`ProviderError::Crashed`] and
+    /// is not polled again.
+    pub async fn next_event(&mut self) -> RunEvent {
+        match &mut self.phase {
+            Phase::Model(stream) => {
+                let next = AssertUnwindSafe(stream.next()).catch_unwind().await;
+                RunEvent::Model(self.survive(next))
+            }
+            Phase::Tools(running) => match running.next().await {
+                Some(done) => RunEvent::Tool(done),
+                None => std::future::pending().await,
+            },
+            Phase::Idle => std::future::pending().await,
+        }
     }
 
-    /// The next event if the model has one ready now, without waiting.
-    pub fn ready_event(&mut self) -> Option<Option<Result<ProviderEvent, ProviderError>>> {
-        let next = AssertUnwindSafe(self.stream.next())
-            .catch_unwind()
-            .now_or_never()?;
-        Some(self.survive(next))
+    /// The next event if one is ready now, without waiting.
+    pub fn ready_event(&mut self) -> Option<RunEvent> {
+        self.next_event().now_or_never()
+    }
+
+    /// Hands the client's answer to the client tool call `tool_call_id`. False when no such
+    /// call is waiting (unknown id, not a client tool, answered already, timed out).
+    pub fn answer_client_tool(&mut self, tool_call_id: &str, output: ToolOutput) -> bool {
+        self.client_waits.retain(|(_, answer)| !answer.is_closed());
+        let Some(at) = self
+            .client_waits
+            .iter()
+            .position(|(id, _)| id == tool_call_id)
+        else {
+            return false;
+        };
+        let (_, answer) = self.client_waits.swap_remove(at);
+        answer.send(output).is_ok()
     }
 
     fn survive(
@@ -126,24 +207,25 @@ impl ActiveRun {
         next: std::thread::Result<Option<Result<ProviderEvent, ProviderError>>>,
     ) -> Option<Result<ProviderEvent, ProviderError>> {
         next.unwrap_or_else(|panic| {
-            self.stream = futures::stream::empty().boxed();
+            self.phase = Phase::Model(futures::stream::empty().boxed());
             Some(Err(ProviderError::Crashed(panic_message(panic.as_ref()))))
         })
     }
 }
 
 mod record;
+mod tool_calls;
 
-use record::CallState;
+use record::{CallState, RequestedTool};
 
 impl Session {
-    /// Runs `request.prompt` against the model and records everything on the log; cancelling
-    /// `cancel` stops it promptly with `ChatRunStopped`.
+    /// Runs `request.prompt` against the model (and its tools) and records everything on the
+    /// log; cancelling `cancel` stops it promptly with `ChatRunStopped`.
     pub async fn run(&mut self, request: RunRequest<'_>, cancel: &CancellationToken) -> RunOutcome {
         let mut run = self.start_run(request).await;
         loop {
-            // Take what the model has ready without waiting; before waiting, hand everything
-            // recorded so far to the sinks, so readers see each delta as soon as it exists.
+            // Take what is ready without waiting; before waiting, hand everything recorded so
+            // far to the sinks, so readers see each delta as soon as it exists.
             let ready = if cancel.is_cancelled() {
                 None
             } else {
@@ -166,8 +248,8 @@ impl Session {
         }
     }
 
-    /// Records the user's prompt and the start of the run and of its model call.
-    pub async fn start_run(&mut self, request: RunRequest<'_>) -> ActiveRun {
+    /// Records the user's prompt and the start of the run and of its first model call.
+    pub async fn start_run<'a>(&mut self, request: RunRequest<'a>) -> ActiveRun<'a> {
         let rid = Arc::clone(&request.request_id);
         let ordinal_before = self.log().last_ordinal();
         let user_message_id = new_id();
@@ -197,70 +279,71 @@ impl Session {
             },
         )
         .await;
-
-        let call = CallState {
-            correlation: CorrelationInfo {
-                provider_call_id: new_id(),
-                ..correlation.clone()
-            },
-            text_id: None,
-            next_text_id: new_id(),
-            reasoning_id: None,
-            tool_calls: HashMap::new(),
-            usage: None,
-            started: Instant::now(),
-        };
-        let started = ChatProviderCallStarted {
-            correlation: Some(call.correlation.clone()),
-            provider: request.provider.name().to_owned(),
-            model: request.settings.model.clone(),
-        };
-        self.append(&rid, started).await;
-        let model_request = ModelRequest {
-            system_prompt: request.system_prompt,
-            messages: self.context().messages().to_vec(),
-            settings: request.settings,
-            // The ChatProviderCallStarted just appended is counted already.
-            call_index: self.context().calls() - 1,
-        };
-        ActiveRun {
+        let mut run = ActiveRun {
             request_id: rid,
             ordinal_before,
             user_message_id,
+            call: CallState::new(correlation.clone(), None),
             correlation,
-            call,
-            stream: request.provider.stream(model_request),
+            phase: Phase::Idle,
             started: Instant::now(),
-        }
+            provider: request.provider,
+            system_prompt: request.system_prompt,
+            settings: request.settings,
+            tools: request.tools,
+            tool_client: request.tool_client,
+            calls: 0,
+            executing: Vec::new(),
+            client_waits: Vec::new(),
+        };
+        self.start_call(&mut run).await;
+        run
     }
 
-    /// Records one event of the model's reply (`None`: the reply stream ended). Returns the
-    /// outcome once the run has ended and its last event is on the log.
-    pub async fn step(
-        &mut self,
-        run: &mut ActiveRun,
-        event: Option<Result<ProviderEvent, ProviderError>>,
-    ) -> Option<RunOutcome> {
+    /// Records one event of the run. Returns the outcome once the run has ended and its last
+    /// event is on the log.
+    pub async fn step(&mut self, run: &mut ActiveRun<'_>, event: RunEvent) -> Option<RunOutcome> {
         let rid = Arc::clone(&run.request_id);
         let outcome = match event {
-            Some(Ok(ProviderEvent::Finished { stop_reason })) => {
-                let class = if run.call.tool_calls.is_empty() {
+            RunEvent::Tool(done) => {
+                self.tool_done(run, done).await;
+                return None;
+            }
+            RunEvent::Model(Some(Ok(ProviderEvent::Finished { stop_reason }))) => {
+                let class = if run.call.requested.is_empty() {
                     "completed"
                 } else {
                     "tool_calls"
                 };
                 self.finish_call(&rid, &run.call, &stop_reason, class).await;
-                RunOutcome::Finished
+                run.phase = Phase::Idle;
+                let requested = std::mem::take(&mut run.call.requested);
+                if requested.is_empty() {
+                    RunOutcome::Finished
+                } else if run.calls >= run.tools.max_iterations() {
+                    let limit = run.tools.max_iterations();
+                    let why = format!(
+                        "not run: this run reached its limit of {limit} model calls (max iterations)"
+                    );
+                    for call in requested {
+                        self.answer_tool(&rid, call, ToolOutput::error(why.clone()), "skipped")
+                            .await;
+                    }
+                    RunOutcome::IterationLimit { limit }
+                } else {
+                    self.start_tools(run, requested).await;
+                    return None;
+                }
             }
-            Some(Ok(event)) => {
+            RunEvent::Model(Some(Ok(event))) => {
                 self.record(&rid, &mut run.call, event).await;
                 return None;
             }
-            Some(Err(error)) => {
+            RunEvent::Model(Some(Err(error))) => {
                 self.finish_call(&rid, &run.call, "error", "error").await;
                 RunOutcome::Failed(RunFailure::from_provider(&error))
             }
-            None => {
+            RunEvent::Model(None) => {
                 self.finish_call(&rid, &run.call, "error", "error").await;
                 RunOutcome::Failed(RunFailure {
                     code: "run_failed",
@@ -272,36 +355,74 @@ impl Session {
         Some(outcome)
     }
 
-    /// Cancels the run: the model call is dropped at once and the run ends with ChatRunStopped.
-    pub async fn stop_run(&mut self, run: &mut ActiveRun) -> RunOutcome {
-        // Dropping the reply stream aborts the provider's work before anything else happens.
-        run.stream = futures::stream::empty().boxed();
-        self.finish_call(
-            &Arc::clone(&run.request_id),
-            &run.call,
-            "cancelled",
-            "cancelled",
-        )
-        .await;
+    /// Cancels the run: the model call or the tools are dropped at once (a command tool's
+    /// processes are killed), and the run ends with ChatRunStopped.
+    pub async fn stop_run(&mut self, run: &mut ActiveRun<'_>) -> RunOutcome {
+        // Dropping what the run waits for aborts that work before anything else happens.
+        let phase = std::mem::replace(&mut run.phase, Phase::Idle);
+        if let Phase::Model(_) = phase {
+            drop(phase);
+            let rid = Arc::clone(&run.request_id);
+            self.finish_call(&rid, &run.call, "cancelled", "cancelled")
+                .await;
+        }
         self.end_run(run, &RunOutcome::Stopped).await;
         RunOutcome::Stopped
     }
 
-    /// Appends the event that ends the run.
-    async fn end_run(&mut self, run: &ActiveRun, outcome: &RunOutcome) {
+    /// Starts the next model call with the conversation so far.
+    async fn start_call(&mut self, run: &mut ActiveRun<'_>) {
+        run.calls += 1;
+        run.call = CallState::new(
+            CorrelationInfo {
+                provider_call_id: new_id(),
+                ..run.correlation.clone()
+            },
+            run.settings.pricing,
+        );
+        let rid = Arc::clone(&run.request_id);
+        let started = run
+            .call
+            .started_event(run.provider.name(), &run.settings.model);
+        self.append(&rid, started).await;
+        let request = crate::provider::ModelRequest {
+            system_prompt: run.system_prompt.clone(),
+            messages: self.context().messages().to_vec(),
+            settings: run.settings.clone(),
+            // The ChatProviderCallStarted just appended is counted already.
+            call_index: self.context().calls() - 1,
+            tools: run.tools.definitions(),
+            tool_choice: run.tools.choice_for_call(run.calls),
+        };
+        run.phase = Phase::Model(run.provider.stream(request));
+    }
+
+    /// Appends the event that ends the run, after answering every tool call still without a
+    /// result.
+    async fn end_run(&mut self, run: &mut ActiveRun<'_>, outcome: &RunOutcome) {
+        run.phase = Phase::Idle;
+        self.close_unanswered(run, outcome).await;
         let rid = Arc::clone(&run.request_id);
         let duration_ms = run.started.elapsed().as_millis() as u64;
         let correlation = Some(run.correlation.clone());
         let message_id = run.user_message_id.clone();
+        // Every model call of the run has finished by now, so the totals are whole.
+        let usage = Some(self.usage().run());
+        let session_usage = Some(self.usage().session());
         match outcome {
-            RunOutcome::Finished => {
-                let status = "finished".into();
+            RunOutcome::Finished | RunOutcome::IterationLimit { .. } => {
+                let (status, error) = match outcome.warning() {
+                    Some((code, message)) => (code.to_owned(), message),
+                    None => ("finished".to_owned(), String::new()),
+                };
                 let event = ChatRunFinished {
                     message_id,
                     status,
+                    error,
                     duration_ms,
                     correlation,
-                    ..Default::default()
+                    usage,
+                    session_usage,
                 };
                 self.append(&rid, event).await
             }
@@ -313,6 +434,8 @@ impl Session {
                     error,
                     correlation,
                     duration_ms,
+                    usage,
+                    session_usage,
                 };
                 self.append(&rid, event).await
             }
@@ -323,6 +446,8 @@ impl Session {
                     error: failure.message.clone(),
                     correlation,
                     duration_ms,
+                    usage,
+                    session_usage,
                 };
                 self.append(&rid, event).await
             }

@@ -5,11 +5,12 @@ use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use reel_proto::chat::{
     ChatProviderCallFinished, ChatProviderCallMetadataUpdated, ChatProviderCallRetrying,
-    ChatReasoningDelta, ChatReasoningSegmentStarted, ChatTextDelta, ChatTextSegmentStarted,
-    ChatToolArgumentsDelta, ChatToolCallRequested, ChatToolCallStarted, CorrelationInfo, UsageInfo,
+    ChatProviderCallStarted, ChatReasoningDelta, ChatReasoningSegmentStarted, ChatTextDelta,
+    ChatTextSegmentStarted, ChatToolArgumentsDelta, ChatToolCallRequested, ChatToolCallStarted,
+    CorrelationInfo, UsageInfo,
 };
 
-use crate::{id::new_id, provider::ProviderEvent, session::Session};
+use crate::{id::new_id, provider::ProviderEvent, session::Session, usage::Pricing};
 
 /// Ids and totals of the model call in progress.
 pub(super) struct CallState {
@@ -22,7 +23,47 @@ pub(super) struct CallState {
     /// Provider tool call id -> reel's id for that call.
     pub(super) tool_calls: HashMap<String, String>,
     pub(super) usage: Option<UsageInfo>,
+    /// Prices the usage's cost is computed with.
+    pub(super) pricing: Option<Pricing>,
     pub(super) started: Instant,
+    /// The complete tool calls of this model call, in the order the model made them.
+    pub(super) requested: Vec<RequestedTool>,
+}
+
+/// A tool call the model asked for, until its result is on the log.
+#[derive(Clone, Debug)]
+pub(super) struct RequestedTool {
+    pub(super) tool_call_id: String,
+    /// reel's id of the call (the ChatToolCall entity).
+    pub(super) message_id: String,
+    pub(super) name: String,
+    pub(super) arguments: String,
+    /// The model call's correlation, with this tool call's id.
+    pub(super) correlation: CorrelationInfo,
+}
+
+impl CallState {
+    pub(super) fn new(correlation: CorrelationInfo, pricing: Option<Pricing>) -> Self {
+        Self {
+            correlation,
+            text_id: None,
+            next_text_id: new_id(),
+            reasoning_id: None,
+            tool_calls: HashMap::new(),
+            usage: None,
+            pricing,
+            started: Instant::now(),
+            requested: Vec::new(),
+        }
+    }
+
+    pub(super) fn started_event(&self, provider: &str, model: &str) -> ChatProviderCallStarted {
+        ChatProviderCallStarted {
+            correlation: Some(self.correlation.clone()),
+            provider: provider.to_owned(),
+            model: model.to_owned(),
+        }
+    }
 }
 
 impl Session {
@@ -121,21 +162,32 @@ impl Session {
                     .entry(id.clone())
                     .or_insert_with(new_id)
                     .clone();
+                let correlation = CorrelationInfo {
+                    tool_call_id: id.clone(),
+                    ..call.correlation.clone()
+                };
+                call.requested.push(RequestedTool {
+                    tool_call_id: id.clone(),
+                    message_id: message_id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                    correlation: correlation.clone(),
+                });
                 let requested = ChatToolCallRequested {
                     message_id,
                     tool_name: name,
                     input: arguments,
                     status: "pending".into(),
-                    correlation: Some(CorrelationInfo {
-                        tool_call_id: id.clone(),
-                        ..call.correlation.clone()
-                    }),
+                    correlation: Some(correlation),
                     tool_call_id: id,
                     ..Default::default()
                 };
                 self.append(rid, requested).await;
             }
-            ProviderEvent::Usage(usage) => {
+            ProviderEvent::Usage(mut usage) => {
+                if let Some(pricing) = &call.pricing {
+                    usage.cost_usd = pricing.cost(&usage);
+                }
                 call.usage = Some(usage);
                 let updated = ChatProviderCallMetadataUpdated {
                     stop_reason: String::new(),

@@ -77,6 +77,22 @@ impl TimelineProjection {
         self.open_run.as_ref()
     }
 
+    /// Tool calls the model asked for that have no result yet (pending or executing): after a
+    /// crash, the ones the interrupted run never answered.
+    pub fn unanswered_tool_calls(&self) -> Vec<ToolCallEntity> {
+        self.entities
+            .iter()
+            .filter_map(|e| match &e.payload {
+                Some(Any::ToolCallEntity(call))
+                    if matches!(call.status.as_str(), "pending" | "executing") =>
+                {
+                    Some((**call).clone())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The timeline as of [`Self::last_ordinal`].
     pub fn snapshot(&self) -> SnapshotFrame {
         SnapshotFrame {

@@ -1,0 +1,140 @@
+//! The tool phase of a run: executing the tool calls of a model call and recording each one's
+//! lifecycle (`ChatToolExecutionStarted`, `ChatToolResultReady`, `ChatToolCallFinished`).
+//!
+//! All calls of one model reply run at once; results are appended as they arrive, and the next
+//! model call starts when the last one is in. A call that never ran (the run was cancelled or
+//! failed, or hit its iteration limit) still gets an error result, because model APIs refuse a
+//! conversation whose tool calls lack results.
+
+use std::sync::Arc;
+
+use futures::{FutureExt, stream::FuturesUnordered};
+use reel_proto::chat::{ChatToolCallFinished, ChatToolExecutionStarted, ChatToolResultReady};
+use tokio::sync::oneshot;
+
+use super::{ActiveRun, Phase, RequestedTool, RunOutcome, ToolDone};
+use crate::{
+    id::new_id,
+    session::Session,
+    tools::{Execution, ToolOutput},
+};
+
+impl Session {
+    /// Starts executing `requested`; the run waits for their results.
+    pub(super) async fn start_tools<'a>(
+        &mut self,
+        run: &mut ActiveRun<'a>,
+        requested: Vec<RequestedTool>,
+    ) {
+        let rid = Arc::clone(&run.request_id);
+        let tools = run.tools;
+        let running = FuturesUnordered::new();
+        for call in requested {
+            let execution = tools.execute(&call.name, &call.arguments, run.tool_client);
+            let status = match execution {
+                Execution::Client(_) => "awaiting_client",
+                _ => "executing",
+            };
+            let started = ChatToolExecutionStarted {
+                message_id: call.message_id.clone(),
+                tool_call_id: call.tool_call_id.clone(),
+                tool_name: call.name.clone(),
+                input: call.arguments.clone(),
+                executing: true,
+                status: status.into(),
+                correlation: Some(call.correlation.clone()),
+            };
+            self.append(&rid, started).await;
+            let slot = run.executing.len();
+            let done = move |output| ToolDone { slot, output };
+            let future = match execution {
+                Execution::Ready(output) => futures::future::ready(done(output)).boxed(),
+                Execution::Running(future) => future.map(done).boxed(),
+                Execution::Client(timeout) => {
+                    let (answer, answered) = oneshot::channel();
+                    run.client_waits.push((call.tool_call_id.clone(), answer));
+                    async move {
+                        let output = match tokio::time::timeout(timeout, answered).await {
+                            Ok(Ok(output)) => output,
+                            Ok(Err(_)) => ToolOutput::error("the client left before answering"),
+                            Err(_) => ToolOutput::error(format!(
+                                "the client did not answer within {} ms",
+                                timeout.as_millis()
+                            )),
+                        };
+                        done(output)
+                    }
+                    .boxed()
+                }
+            };
+            run.executing.push(Some(call));
+            running.push(future);
+        }
+        run.phase = Phase::Tools(running);
+    }
+
+    /// Records a finished tool call; when it was the last, calls the model again.
+    pub(super) async fn tool_done(&mut self, run: &mut ActiveRun<'_>, done: ToolDone) {
+        let Some(call) = run.executing.get_mut(done.slot).and_then(Option::take) else {
+            return;
+        };
+        let status = if done.output.is_error {
+            "failed"
+        } else {
+            "completed"
+        };
+        let rid = Arc::clone(&run.request_id);
+        self.answer_tool(&rid, call, done.output, status).await;
+        if run.executing.iter().all(Option::is_none) {
+            run.executing.clear();
+            run.client_waits.clear();
+            self.start_call(run).await;
+        }
+    }
+
+    /// Appends a tool call's result and its end; `status` is how the call ended.
+    pub(super) async fn answer_tool(
+        &mut self,
+        rid: &Arc<str>,
+        call: RequestedTool,
+        output: ToolOutput,
+        status: &str,
+    ) {
+        let ready = ChatToolResultReady {
+            message_id: new_id(),
+            tool_call_id: call.tool_call_id.clone(),
+            tool_name: call.name.clone(),
+            result: output.result,
+            status: if output.is_error { "error" } else { "ok" }.into(),
+            correlation: Some(call.correlation.clone()),
+            is_error: output.is_error,
+        };
+        self.append(rid, ready).await;
+        let finished = ChatToolCallFinished {
+            message_id: call.message_id,
+            tool_call_id: call.tool_call_id,
+            tool_name: call.name,
+            status: status.into(),
+            correlation: Some(call.correlation),
+        };
+        self.append(rid, finished).await;
+    }
+
+    /// Gives every tool call of the run still without a result an error result saying why.
+    pub(super) async fn close_unanswered(&mut self, run: &mut ActiveRun<'_>, outcome: &RunOutcome) {
+        let (status, why) = match outcome {
+            RunOutcome::Stopped => ("cancelled", "cancelled: the run was stopped"),
+            _ => ("skipped", "not run: the model call failed"),
+        };
+        let rid = Arc::clone(&run.request_id);
+        let unanswered: Vec<RequestedTool> = std::mem::take(&mut run.call.requested)
+            .into_iter()
+            .chain(run.executing.drain(..).flatten())
+            .collect();
+        run.client_waits.clear();
+        for call in unanswered {
+            self.answer_tool(&rid, call, ToolOutput::error(why), status)
+                .await;
+        }
+    }
+}
