@@ -153,7 +153,13 @@ fn outputs(args: &crate::cli::RunCommandArgs) -> (Fanout, Vec<&'static str>, Opt
     let mut fanout = Fanout::new();
     let mut capabilities = vec!["ui-events", "snapshot", "done"];
     if args.stdin_rpc {
-        capabilities.extend(["stdin-rpc", "single-session", "multi-turn", "cancel"]);
+        capabilities.extend([
+            "stdin-rpc",
+            "single-session",
+            "multi-turn",
+            "cancel",
+            "client-tools",
+        ]);
     }
     if args.include_backend_events {
         capabilities.push("backend-events");

@@ -60,7 +60,13 @@ fn a_three_turn_conversation_gives_each_turn_the_whole_conversation() {
     let hello = client.wait_for("hello", |f| matches!(f.frame(), Frame::Hello(_)));
     match hello.frame() {
         Frame::Hello(h) => {
-            for capability in ["stdin-rpc", "single-session", "multi-turn", "cancel"] {
+            for capability in [
+                "stdin-rpc",
+                "single-session",
+                "multi-turn",
+                "cancel",
+                "client-tools",
+            ] {
                 assert!(
                     h.capabilities.iter().any(|c| c == capability),
                     "{capability}"

@@ -366,3 +366,93 @@ fn anthropic_error_bodies_are_not_retried_unless_they_should_be() {
     );
     assert_eq!(server.received().len(), 1);
 }
+
+/// The key in no frame, log line, debug file or database, and not in a tool's environment
+/// either (a tool could print it into a result, and from there into everything else).
+#[test]
+fn the_api_key_reaches_no_output_no_database_and_no_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = reel_tests::write_file(
+        dir.path(),
+        "cmd.yaml",
+        "name: t\ndescription: t\nprompt: Show me the key.\nprovider:\n  name: openai\n  model: m\n  api_key_env: REEL_SECRET_KEY\ntools:\n  - name: env\n    description: Prints the key variable.\n    executor:\n      command: [sh, -c, 'printf \"%s\" \"${REEL_SECRET_KEY:-the key is hidden}\"']\n",
+    );
+    let tool_call = |arguments: &str, id: Option<&str>, name: Option<&str>| {
+        let mut function = json!({"arguments": arguments});
+        if let Some(name) = name {
+            function["name"] = json!(name);
+        }
+        let mut call = json!({"index": 0, "function": function});
+        if let Some(id) = id {
+            call["id"] = json!(id);
+        }
+        delta_event(json!({"tool_calls": [call]}), None)
+    };
+    let server = SseServer::start(vec![
+        quick(vec![
+            tool_call("{}", Some("call_env"), Some("env")),
+            delta_event(json!({}), Some("tool_calls")),
+            done_event(),
+        ]),
+        quick(vec![
+            delta_event(json!({"content": "No key here."}), Some("stop")),
+            done_event(),
+        ]),
+    ]);
+    let timeline = dir.path().join("timeline.db");
+    let turns = dir.path().join("turns.db");
+    let debug = dir.path().join("debug.jsonl");
+    let base_url = server.base_url();
+    let output = reel(&[
+        "run-command",
+        &command,
+        "--rpc",
+        "--include-backend-events",
+        "--base-url",
+        &base_url,
+        "--session-id",
+        "secret",
+        "--timeline-db",
+        timeline.to_str().unwrap(),
+        "--turns-db",
+        turns.to_str().unwrap(),
+        "--debug-events-jsonl",
+        debug.to_str().unwrap(),
+    ])
+    .env("REEL_SECRET_KEY", KEY)
+    .env("REEL_LOG", "trace")
+    .output()
+    .unwrap();
+    assert!(output.status.success());
+    let frames = parse_frames(&output.stdout);
+    assert_eq!(
+        payload(&frames, "ChatToolResultReady")[0]["result"],
+        "the key is hidden"
+    );
+    // The key did reach the server, in its header.
+    assert!(
+        server.received()[0]
+            .head
+            .contains(&format!("authorization: Bearer {KEY}"))
+    );
+    let mut places = vec![
+        ("stdout", output.stdout.clone()),
+        ("stderr", output.stderr.clone()),
+        ("debug file", std::fs::read(&debug).unwrap()),
+    ];
+    // Every file the databases consist of (WAL and shared memory included).
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("timeline.db") || name.starts_with("turns.db") {
+            places.push(("database", std::fs::read(&path).unwrap()));
+        }
+    }
+    assert!(places.len() >= 5, "both databases were written");
+    for (place, bytes) in places {
+        assert!(
+            !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
+            "the API key is in the {place}"
+        );
+    }
+}

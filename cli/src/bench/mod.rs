@@ -26,7 +26,7 @@ pub struct BenchArgs {
     /// Events in the larger session that is resumed.
     #[arg(long, default_value_t = 1_000_000)]
     pub resume_events: usize,
-    /// Deltas streamed by a local OpenAI-compatible server.
+    /// Deltas streamed by a local OpenAI-compatible server, then by an Anthropic one.
     #[arg(long, default_value_t = 10_000)]
     pub provider_deltas: usize,
     /// Also measure this PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/test.
@@ -35,15 +35,15 @@ pub struct BenchArgs {
 }
 
 pub async fn run(args: BenchArgs) -> u8 {
-    // First, so that its peak memory is its own.
-    let fetched = match provider::run(args.provider_deltas.max(1)).await {
-        Ok(()) => 0,
-        Err(error) => {
-            eprintln!("reel bench: provider: {error}");
-            1
+    // First, so that their peak memory is their own.
+    let mut fetched = 0;
+    for api in [provider::Api::OpenAi, provider::Api::Anthropic] {
+        if let Err(error) = provider::run(args.provider_deltas.max(1), api).await {
+            eprintln!("reel bench: provider {api:?}: {error}");
+            fetched = 1;
         }
-    };
-    println!();
+        println!();
+    }
     let streamed = stream::run(args.deltas).await;
     println!();
     let served =

@@ -1,7 +1,9 @@
-//! The provider benchmark: a local server streams N chat-completion deltas as fast as it can;
-//! reel takes them through the HTTP client, SSE parsing, the log, the projections and the JSONL
-//! sink (into a writer that discards). Reports the process's CPU time and peak memory. The
-//! server's own share is included: it only writes bytes encoded before the clock starts.
+//! The provider benchmark: a local server streams N deltas as fast as it can, in the OpenAI
+//! chat-completions and then the Anthropic Messages wire format; reel takes them through the
+//! HTTP client, SSE parsing, the log, the projections and the JSONL sink (into a writer that
+//! discards). Reports the process's CPU time and peak memory. The server's own share is
+//! included: it only writes bytes encoded before the clock starts. Peak memory is the process's
+//! high-water mark, so the second API's figure is "at most".
 
 use std::{
     io::{Read, Write},
@@ -9,11 +11,23 @@ use std::{
     time::Instant,
 };
 
-use reel_engine::{Fanout, HttpConfig, OpenAiProvider, RunOutcome, Session, new_id};
+use reel_engine::{
+    AnthropicProvider, Fanout, HttpConfig, OpenAiProvider, Provider, RunOutcome, Session, new_id,
+};
 use reel_sinks::JsonlFrameSink;
 
-pub async fn run(deltas: usize) -> Result<(), String> {
-    let body = sse_body(deltas);
+/// A wire format the benchmark streams.
+#[derive(Clone, Copy, Debug)]
+pub enum Api {
+    OpenAi,
+    Anthropic,
+}
+
+pub async fn run(deltas: usize, api: Api) -> Result<(), String> {
+    let body = match api {
+        Api::OpenAi => openai_body(deltas),
+        Api::Anthropic => anthropic_body(deltas),
+    };
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let server = std::thread::spawn(move || -> std::io::Result<()> {
@@ -27,7 +41,10 @@ pub async fn run(deltas: usize) -> Result<(), String> {
     });
 
     let config = HttpConfig::new(format!("http://127.0.0.1:{port}/v1"));
-    let provider = OpenAiProvider::new(config).map_err(|e| e.to_string())?;
+    let provider: Box<dyn Provider> = match api {
+        Api::OpenAi => Box::new(OpenAiProvider::new(config).map_err(|e| e.to_string())?),
+        Api::Anthropic => Box::new(AnthropicProvider::new(config).map_err(|e| e.to_string())?),
+    };
     let mut fanout = Fanout::new();
     fanout.attach(Box::new(JsonlFrameSink::new(
         "null",
@@ -36,7 +53,7 @@ pub async fn run(deltas: usize) -> Result<(), String> {
     )));
     let mut session = Session::new(new_id(), fanout);
     let (cpu_before, started) = (cpu_seconds(), Instant::now());
-    let outcome = super::run_prompt(&mut session, &provider).await;
+    let outcome = super::run_prompt(&mut session, provider.as_ref()).await;
     let events = session.log().last_ordinal();
     let failures = session.close().await;
     let (cpu, wall) = (cpu_seconds() - cpu_before, started.elapsed().as_secs_f64());
@@ -47,9 +64,11 @@ pub async fn run(deltas: usize) -> Result<(), String> {
     if outcome != RunOutcome::Finished || !failures.is_empty() {
         return Err(format!("the run did not finish: {outcome:?} {failures:?}"));
     }
-    println!(
-        "reel bench: an OpenAI-compatible server on 127.0.0.1 streams {deltas} deltas as fast as it can"
-    );
+    let server = match api {
+        Api::OpenAi => "an OpenAI-compatible server",
+        Api::Anthropic => "an Anthropic Messages server",
+    };
+    println!("reel bench: {server} on 127.0.0.1 streams {deltas} deltas as fast as it can");
     println!(
         "{events} events in {wall:.3} s: CPU {cpu:.3} s ({:.1} us per delta), peak RSS {} KiB",
         cpu * 1e6 / deltas as f64,
@@ -58,8 +77,8 @@ pub async fn run(deltas: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// The whole response body: N content deltas, a finish, usage and [DONE].
-fn sse_body(deltas: usize) -> Vec<u8> {
+/// The whole chat-completions response body: N content deltas, a finish and [DONE].
+fn openai_body(deltas: usize) -> Vec<u8> {
     let mut body = Vec::with_capacity(deltas * 150);
     for i in 0..deltas {
         let chunk = format!(
@@ -71,6 +90,37 @@ fn sse_body(deltas: usize) -> Vec<u8> {
     body.extend_from_slice(br#"data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#);
     body.extend_from_slice(b"\n\ndata: [DONE]\n\n");
     body
+}
+
+/// The whole Messages response body: a text block of N deltas, usage and the stop.
+fn anthropic_body(deltas: usize) -> Vec<u8> {
+    let event = |kind: &str, data: &str| format!("event: {kind}\ndata: {data}\n\n");
+    let mut body = String::with_capacity(deltas * 150);
+    body += &event(
+        "message_start",
+        r#"{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":10,"output_tokens":1}}}"#,
+    );
+    body += &event(
+        "content_block_start",
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+    );
+    for i in 0..deltas {
+        let data = format!(
+            r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"tok{} "}}}}"#,
+            i % 10
+        );
+        body += &event("content_block_delta", &data);
+    }
+    body += &event(
+        "content_block_stop",
+        r#"{"type":"content_block_stop","index":0}"#,
+    );
+    body += &event(
+        "message_delta",
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":20000}}"#,
+    );
+    body += &event("message_stop", r#"{"type":"message_stop"}"#);
+    body.into_bytes()
 }
 
 /// User plus system CPU time of this process, from /proc/self/stat (clock ticks of 1/100 s).

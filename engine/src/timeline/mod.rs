@@ -77,14 +77,17 @@ impl TimelineProjection {
         self.open_run.as_ref()
     }
 
-    /// Tool calls the model asked for that have no result yet (pending or executing): after a
-    /// crash, the ones the interrupted run never answered.
+    /// Tool calls the model asked for that have no result yet (pending, executing or awaiting
+    /// the client): after a crash, the ones the interrupted run never answered.
     pub fn unanswered_tool_calls(&self) -> Vec<ToolCallEntity> {
         self.entities
             .iter()
             .filter_map(|e| match &e.payload {
                 Some(Any::ToolCallEntity(call))
-                    if matches!(call.status.as_str(), "pending" | "executing") =>
+                    if matches!(
+                        call.status.as_str(),
+                        "pending" | "executing" | "awaiting_client"
+                    ) =>
                 {
                     Some((**call).clone())
                 }
@@ -240,9 +243,13 @@ impl Projection for TimelineProjection {
                 out.push(&entry.event);
             }
             Any::ChatToolExecutionStarted(t) => {
-                self.update_tool_call(&t.message_id, entry.ordinal, |call| {
-                    call.status = "executing".into()
-                });
+                // "executing", or "awaiting_client" while a client tool waits for its answer.
+                let status = if t.status.is_empty() {
+                    "executing".to_owned()
+                } else {
+                    t.status.clone()
+                };
+                self.update_tool_call(&t.message_id, entry.ordinal, |call| call.status = status);
                 out.push(&entry.event);
             }
             Any::ChatToolResultReady(r) => {
