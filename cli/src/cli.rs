@@ -31,6 +31,18 @@ pub enum Action {
     Bench(crate::bench::BenchArgs),
     /// Rebuild a stored session from its log and report any difference from the database.
     Verify(crate::verify::VerifyArgs),
+    /// List the sessions of a timeline database, newest first.
+    Sessions(crate::inspect::sessions::SessionsArgs),
+    /// Show a session's timeline as a person reads it.
+    Show(crate::inspect::show::ShowArgs),
+    /// Export a session as frames, markdown, HTML or model turns.
+    Export(crate::inspect::export::ExportArgs),
+    /// Rebuild a session's databases from a capture of its frames.
+    Replay(crate::inspect::replay::ReplayArgs),
+    /// Start a new session from the first events of another.
+    Fork(crate::inspect::fork::ForkArgs),
+    /// Follow a session another process is writing.
+    Tail(crate::inspect::tail::TailArgs),
 }
 
 /// How `run-command` writes its result on stdout.
@@ -149,6 +161,8 @@ pub enum Parsed {
     RunCommand(Box<Invocation>),
     Bench(crate::bench::BenchArgs),
     Verify(crate::verify::VerifyArgs),
+    /// One of the session commands (sessions, show, export, replay, fork, tail).
+    Inspect(Box<Action>),
 }
 
 /// Parses the process arguments; prints usage and exits on a usage error.
@@ -196,6 +210,12 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
     match cli.action {
         Action::Bench(bench) => Parsed::Bench(bench),
         Action::Verify(verify) => Parsed::Verify(verify),
+        action @ (Action::Sessions(_)
+        | Action::Show(_)
+        | Action::Export(_)
+        | Action::Replay(_)
+        | Action::Fork(_)
+        | Action::Tail(_)) => Parsed::Inspect(Box::new(action)),
         Action::RunCommand(run_args) => {
             let sub = matches
                 .subcommand_matches("run-command")

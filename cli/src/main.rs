@@ -4,6 +4,7 @@
 mod bench;
 mod cli;
 mod command_file;
+mod inspect;
 mod persistence;
 mod run_command;
 mod signals;
@@ -49,6 +50,7 @@ fn main() -> ExitCode {
             cli::Parsed::RunCommand(invocation) => run_command::run(*invocation).await,
             cli::Parsed::Bench(args) => bench::run(args).await,
             cli::Parsed::Verify(args) => verify::run(args).await,
+            cli::Parsed::Inspect(action) => inspect::run(*action).await,
         }
     });
     // Every output is flushed by now. A read of stdin may still be blocked in a runtime thread

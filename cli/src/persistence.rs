@@ -152,7 +152,7 @@ fn locations(args: &RunCommandArgs) -> Result<Option<Locations>, String> {
 }
 
 /// `$XDG_DATA_HOME/reel`, or `~/.local/share/reel`.
-fn data_folder() -> Result<PathBuf, String> {
+pub fn data_folder() -> Result<PathBuf, String> {
     let data = match std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
         Some(data) => PathBuf::from(data),
         None => {

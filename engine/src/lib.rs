@@ -12,6 +12,7 @@
 //! ```
 
 pub mod anthropic;
+pub mod catalog;
 pub mod context;
 pub mod fanout;
 pub mod http_stream;
@@ -32,6 +33,7 @@ pub mod tools;
 pub mod usage;
 
 pub use anthropic::AnthropicProvider;
+pub use catalog::{SessionCatalog, SessionSummary, run_tally};
 pub use context::{ContextMessage, ContextRole, ContextToolCall, ModelContextProjection};
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use http_stream::HttpConfig;

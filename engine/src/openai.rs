@@ -36,11 +36,7 @@ impl OpenAiProvider {
     }
 
     fn request_body(request: &ModelRequest) -> Value {
-        let mut messages = Vec::new();
-        if let Some(system) = &request.system_prompt {
-            messages.push(json!({"role": "system", "content": system}));
-        }
-        messages.extend(request.messages.iter().filter_map(message_json));
+        let mut messages = messages_json(request.system_prompt.as_deref(), &request.messages);
         let required = request.tool_choice == ToolChoice::Required && !request.tools.is_empty();
         if let Some(prefill) = request
             .settings
@@ -82,6 +78,17 @@ impl OpenAiProvider {
         }
         body
     }
+}
+
+/// A conversation as chat-completions messages (what `reel export --format turns` writes, and
+/// what every request sends).
+pub fn messages_json(system_prompt: Option<&str>, messages: &[ContextMessage]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    if let Some(system) = system_prompt {
+        out.push(json!({"role": "system", "content": system}));
+    }
+    out.extend(messages.iter().filter_map(message_json));
+    out
 }
 
 fn message_json(message: &ContextMessage) -> Option<Value> {

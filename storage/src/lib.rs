@@ -4,10 +4,12 @@
 
 mod lease;
 mod postgres;
+mod postgres_catalog;
 mod rows;
 mod sqlite;
+mod sqlite_catalog;
 mod timeline_store;
 
-pub use postgres::PostgresStore;
+pub use postgres::{NOTIFY_CHANNEL, PostgresStore};
 pub use sqlite::SqliteStore;
 pub use timeline_store::{TimelineStore, open_timeline};

@@ -8,7 +8,9 @@
 
 use std::str::FromStr;
 
-use reel_engine::{Commit, LogEntry, LogStore, SessionState, StoreError, Turn, TurnStore};
+use reel_engine::{
+    Commit, LogEntry, LogStore, SessionState, StoreError, Turn, TurnStore, run_tally,
+};
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{Connection, PgConnection, Row, postgres::PgConnectOptions};
 
@@ -17,9 +19,12 @@ use crate::rows::{
     state_from, to_i64, usage_columns, usage_from,
 };
 
+/// The channel every commit notifies, with the session id as payload.
+pub const NOTIFY_CHANNEL: &str = "reel_events";
+
 /// A timeline database on a PostgreSQL server.
 pub struct PostgresStore {
-    conn: PgConnection,
+    pub(crate) conn: PgConnection,
     /// The DSN without its password, for messages.
     shown: String,
 }
@@ -51,7 +56,7 @@ impl PostgresStore {
         Ok(Self { conn, shown })
     }
 
-    fn error(&self, error: &sqlx::Error) -> StoreError {
+    pub(crate) fn error(&self, error: &sqlx::Error) -> StoreError {
         StoreError::Database(format!("timeline database {}: {error}", self.shown))
     }
 }
@@ -258,11 +263,21 @@ impl LogStore for PostgresStore {
                 .await
                 .map_err(db)?;
         }
-        sqlx::query("UPDATE sessions SET last_ordinal = greatest(last_ordinal, $1), updated_at = $2, entities_ordinal = coalesce($3, entities_ordinal), title = CASE WHEN title = '' THEN coalesce($4, '') ELSE title END WHERE session_id = $5")
+        let (runs, status) = run_tally(&commit.events);
+        sqlx::query("UPDATE sessions SET last_ordinal = greatest(last_ordinal, $1), updated_at = $2, entities_ordinal = coalesce($3, entities_ordinal), title = CASE WHEN title = '' THEN coalesce($4, '') ELSE title END, runs = runs + $6, last_run_status = coalesce($7, last_run_status) WHERE session_id = $5")
             .bind(to_i64(last))
             .bind(now_ms())
             .bind(commit.entities_ordinal.map(to_i64))
             .bind(commit.title.as_deref())
+            .bind(session_id)
+            .bind(to_i64(runs))
+            .bind(status)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        // Followers (`reel tail`) hear of the commit when it becomes visible.
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(NOTIFY_CHANNEL)
             .bind(session_id)
             .execute(&mut *tx)
             .await

@@ -8,7 +8,9 @@
 
 use std::{path::Path, time::Duration};
 
-use reel_engine::{Commit, LogEntry, LogStore, SessionState, StoreError, Turn, TurnStore};
+use reel_engine::{
+    Commit, LogEntry, LogStore, SessionState, StoreError, Turn, TurnStore, run_tally,
+};
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{
     AssertSqlSafe, ConnectOptions, Row, SqliteConnection,
@@ -28,8 +30,8 @@ const ROWS_PER_STATEMENT: usize = 200;
 
 /// A timeline database in one SQLite file.
 pub struct SqliteStore {
-    conn: SqliteConnection,
-    path: String,
+    pub(crate) conn: SqliteConnection,
+    pub(crate) path: String,
 }
 
 impl SqliteStore {
@@ -76,7 +78,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    fn error(&self, error: &sqlx::Error) -> StoreError {
+    pub(crate) fn error(&self, error: &sqlx::Error) -> StoreError {
         let hint = if error.to_string().contains("database is locked") {
             " (another program holds its write lock; reel waited 5 s for it)"
         } else {
@@ -295,11 +297,14 @@ impl LogStore for SqliteStore {
                     .await
                     .map_err(db)?;
             }
-            sqlx::query("UPDATE sessions SET last_ordinal = max(last_ordinal, ?), updated_at = ?, entities_ordinal = coalesce(?, entities_ordinal), title = CASE WHEN title = '' THEN coalesce(?, '') ELSE title END WHERE session_id = ?")
+            let (runs, status) = run_tally(&commit.events);
+            sqlx::query("UPDATE sessions SET last_ordinal = max(last_ordinal, ?), updated_at = ?, entities_ordinal = coalesce(?, entities_ordinal), title = CASE WHEN title = '' THEN coalesce(?, '') ELSE title END, runs = runs + ?, last_run_status = coalesce(?, last_run_status) WHERE session_id = ?")
                 .bind(to_i64(last))
                 .bind(now_ms())
                 .bind(commit.entities_ordinal.map(to_i64))
                 .bind(commit.title.as_deref())
+                .bind(to_i64(runs))
+                .bind(status)
                 .bind(&session_id)
                 .execute(&mut *conn)
                 .await

@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
-use reel_engine::{Commit, LogEntry, LogStore, SessionState, StoreError, Turn, TurnStore};
+use reel_engine::{
+    Commit, LogEntry, LogStore, SessionCatalog, SessionState, SessionSummary, StoreError, Turn,
+    TurnStore,
+};
 use reel_proto::rpc::SnapshotEntity;
 
 use crate::{PostgresStore, SqliteStore};
@@ -82,5 +85,37 @@ impl TurnStore for TimelineStore {
 
     async fn latest_turn(&mut self, session_id: &str) -> Result<Option<Turn>, StoreError> {
         delegate!(self, store => store.latest_turn(session_id).await)
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionCatalog for TimelineStore {
+    async fn sessions(&mut self) -> Result<Vec<SessionSummary>, StoreError> {
+        delegate!(self, store => store.sessions().await)
+    }
+
+    async fn summary(&mut self, session_id: &str) -> Result<Option<SessionSummary>, StoreError> {
+        delegate!(self, store => store.summary(session_id).await)
+    }
+
+    async fn events_page(
+        &mut self,
+        session_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<LogEntry>, StoreError> {
+        delegate!(self, store => store.events_page(session_id, after, limit).await)
+    }
+
+    async fn snapshot_at_most(
+        &mut self,
+        session_id: &str,
+        ordinal: u64,
+    ) -> Result<SessionState, StoreError> {
+        delegate!(self, store => store.snapshot_at_most(session_id, ordinal).await)
+    }
+
+    async fn writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
+        delegate!(self, store => store.writer(session_id).await)
     }
 }

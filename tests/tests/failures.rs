@@ -189,8 +189,11 @@ fn interrupt_with(signal: &str) -> (Vec<FrameLine>, Option<i32>, Duration) {
     let status = child.wait().unwrap();
     let elapsed = sent.elapsed();
     let frames = parse_frames(&seen);
-    // The debug file was flushed too, and ends the same way.
-    let debug_frames = parse_frames(&std::fs::read(&debug).unwrap());
+    // The debug file was flushed too, and ends the same way (it also holds the log's events).
+    let debug_frames: Vec<FrameLine> = parse_frames(&std::fs::read(&debug).unwrap())
+        .into_iter()
+        .filter(|f| !matches!(f.frame(), Frame::BackendEvent(_)))
+        .collect();
     assert_eq!(debug_frames.len(), frames.len());
     (frames, status.code(), elapsed)
 }

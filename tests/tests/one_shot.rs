@@ -304,7 +304,7 @@ fn a_missing_required_variable_is_a_usage_error() {
 }
 
 #[test]
-fn the_debug_file_receives_exactly_the_stdout_frames() {
+fn the_debug_file_receives_the_stdout_frames_and_the_log_s_events() {
     let dir = tempfile::tempdir().unwrap();
     let debug = dir.path().join("new/folders/events.jsonl");
     std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
@@ -318,11 +318,29 @@ fn the_debug_file_receives_exactly_the_stdout_frames() {
         debug_arg,
     ]);
     assert!(output.status.success());
-    let file = std::fs::read(&debug).unwrap();
-    assert_eq!(
-        String::from_utf8(file).unwrap(),
-        String::from_utf8(output.stdout).unwrap()
-    );
+    // The debug file is stdout plus a backendEvent frame for every log event, in place.
+    let file = String::from_utf8(std::fs::read(&debug).unwrap()).unwrap();
+    let without_log: String = file
+        .lines()
+        .filter(|line| !line.contains("\"backendEvent\""))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert_eq!(without_log, String::from_utf8(output.stdout).unwrap());
+    let log = parse_frames(file.as_bytes())
+        .iter()
+        .filter(|f| matches!(f.frame(), Frame::BackendEvent(_)))
+        .count();
+    let with_log = run(&[
+        "run-command",
+        "examples/haiku.yaml",
+        "--rpc",
+        "--include-backend-events",
+    ]);
+    let stdout_log = parse_frames(&with_log.stdout)
+        .iter()
+        .filter(|f| matches!(f.frame(), Frame::BackendEvent(_)))
+        .count();
+    assert!(log > 0 && log == stdout_log, "{log} vs {stdout_log}");
 
     // Parent folders are created; in text mode stdout stays text and the file gets the frames.
     let debug = dir.path().join("other/deeper/events.jsonl");

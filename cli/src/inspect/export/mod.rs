@@ -1,0 +1,128 @@
+//! `reel export SESSION --format jsonl|markdown|html|turns [--at ORDINAL] [-o FILE]`.
+//!
+//! Every format is regenerated from the log up to the ordinal, streamed page by page. A file is
+//! written next to its destination and renamed into place when complete, so a failed export
+//! never leaves half a file under the name asked for.
+
+mod html;
+mod jsonl;
+mod markdown;
+
+use std::{
+    io::{BufWriter, Write},
+    path::PathBuf,
+};
+
+use reel_engine::{ModelContextProjection, Projection};
+
+use super::{Database, LogPages, find_session, progress, resolve_at, show};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The frame stream a client would have seen: hello, snapshot, ui events, snapshot, done.
+    Jsonl,
+    /// A readable transcript.
+    Markdown,
+    /// One self-contained HTML page (no script, nothing loaded from the network).
+    Html,
+    /// The model context as a JSON list of messages in the OpenAI chat format.
+    Turns,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    /// The session to export.
+    pub session_id: String,
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Export the session as it was at this ordinal (default: its newest).
+    #[arg(long, value_name = "ORDINAL")]
+    pub at: Option<u64>,
+    /// Write to this file instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub database: Database,
+}
+
+pub async fn run(args: ExportArgs) -> Result<(), String> {
+    let mut store = args.database.open().await?;
+    let summary = find_session(&mut store, &args.session_id).await?;
+    let at = resolve_at(&summary, args.at)?;
+    let id = summary.session_id.as_str();
+    match &args.output {
+        None => {
+            let out = BufWriter::new(std::io::stdout().lock());
+            export(&mut store, args.format, id, at, out).await?;
+            Ok(())
+        }
+        Some(path) => {
+            let folder = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            let file = tempfile::NamedTempFile::new_in(folder)
+                .map_err(|e| format!("cannot write in {}: {e}", folder.display()))?;
+            let out = BufWriter::new(file);
+            let out = export(&mut store, args.format, id, at, out).await?;
+            let file = out
+                .into_inner()
+                .map_err(|e| format!("cannot write {}: {}", path.display(), e.error()))?;
+            file.persist(path)
+                .map_err(|e| format!("cannot write {}: {}", path.display(), e.error))?;
+            Ok(())
+        }
+    }
+}
+
+/// Writes the export to `out` and hands `out` back, flushed.
+async fn export<W: Write>(
+    store: &mut reel_storage::TimelineStore,
+    format: Format,
+    session_id: &str,
+    at: u64,
+    out: W,
+) -> Result<W, String> {
+    let failed = |e: std::io::Error| format!("cannot write the export: {e}");
+    match format {
+        Format::Jsonl => jsonl::write(store, session_id, at, out).await,
+        Format::Markdown => {
+            let transcript = show::fold(store, session_id, at).await?;
+            let mut out = out;
+            markdown::write(&mut out, session_id, &transcript).map_err(failed)?;
+            out.flush().map_err(failed)?;
+            Ok(out)
+        }
+        Format::Html => {
+            let transcript = show::fold(store, session_id, at).await?;
+            let mut out = out;
+            html::write(&mut out, session_id, &transcript).map_err(failed)?;
+            out.flush().map_err(failed)?;
+            Ok(out)
+        }
+        Format::Turns => {
+            let bar = progress::events(at, "reading");
+            let mut context = ModelContextProjection::new();
+            let mut pages = LogPages::new(store, session_id, 0, at);
+            loop {
+                let page = pages.next().await?;
+                if page.is_empty() {
+                    break;
+                }
+                for entry in &page {
+                    context.apply(entry);
+                }
+                bar.inc(page.len() as u64);
+            }
+            bar.finish_and_clear();
+            let messages = reel_engine::openai::messages_json(None, context.messages());
+            let mut out = out;
+            serde_json::to_writer_pretty(&mut out, &messages)
+                .map_err(std::io::Error::other)
+                .and_then(|()| writeln!(out))
+                .and_then(|()| out.flush())
+                .map_err(failed)?;
+            Ok(out)
+        }
+    }
+}

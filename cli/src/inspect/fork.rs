@@ -1,0 +1,107 @@
+//! `reel fork SESSION --at ORDINAL --new-session ID`: a new session whose history is the first
+//! ORDINAL events of another. Resuming it continues from there; the parent is only read.
+//!
+//! The events are copied page by page (one transaction each), then the new session gets its
+//! entities and a snapshot as of the fork point, so it resumes without replaying anything. A
+//! fork taken in the middle of a run holds that run open: resuming it closes the run as
+//! interrupted, as after a crash.
+
+use std::sync::Arc;
+
+use reel_engine::{Commit, LogStore, SessionState};
+use reel_proto::Any;
+
+use super::{Database, LogPages, find_session, progress};
+
+#[derive(clap::Args, Debug)]
+pub struct ForkArgs {
+    /// The session to fork.
+    pub session_id: String,
+    /// The new session holds the events up to and including this ordinal.
+    #[arg(long, value_name = "ORDINAL")]
+    pub at: u64,
+    /// The new session's id.
+    #[arg(long, value_name = "ID")]
+    pub new_session: String,
+    #[command(flatten)]
+    pub database: Database,
+}
+
+pub async fn run(args: ForkArgs) -> Result<(), String> {
+    let mut reader = args.database.open().await?;
+    let mut writer = args.database.open().await?;
+    let summary = find_session(&mut reader, &args.session_id).await?;
+    if args.at > summary.events {
+        return Err(format!(
+            "session {:?} has {} events; it cannot be forked at {}",
+            args.session_id, summary.events, args.at
+        ));
+    }
+    let new = args.new_session.as_str();
+    if new.is_empty() {
+        return Err("the new session needs an id".into());
+    }
+    if writer.exists(new).await.map_err(|e| e.to_string())? {
+        return Err(format!(
+            "there is a session {new:?} already; pick another id"
+        ));
+    }
+    writer.lease(new).await.map_err(|e| e.to_string())?;
+    let copied = copy(&mut reader, &mut writer, &args.session_id, new, args.at).await;
+    let released = writer.release(new).await.map_err(|e| e.to_string());
+    copied?;
+    released?;
+    tracing::info!(
+        "forked session {} at ordinal {} as {new}",
+        args.session_id,
+        args.at
+    );
+    Ok(())
+}
+
+async fn copy(
+    reader: &mut reel_storage::TimelineStore,
+    writer: &mut reel_storage::TimelineStore,
+    from: &str,
+    to: &str,
+    at: u64,
+) -> Result<(), String> {
+    let bar = progress::events(at, "forking");
+    let mut state = SessionState::default();
+    let mut title = None;
+    let mut pages = LogPages::new(reader, from, 0, at);
+    loop {
+        let page = pages.next().await?;
+        if page.is_empty() {
+            break;
+        }
+        let mut events = Vec::with_capacity(page.len());
+        for entry in page {
+            if let (None, Any::ChatUserMessageAccepted(m)) = (&title, &entry.event) {
+                title = Some(m.text.clone());
+            }
+            state.apply(&entry);
+            events.push(Arc::new(entry));
+        }
+        bar.inc(events.len() as u64);
+        let commit = Commit {
+            events,
+            title: title.clone(),
+            ..Commit::default()
+        };
+        writer
+            .commit(to, &commit)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    bar.finish_and_clear();
+    let snapshot = serde_json::to_string(&state).map_err(|e| e.to_string())?;
+    let commit = Commit {
+        entities: state.timeline.snapshot().entities,
+        entities_ordinal: Some(at),
+        snapshot: Some((at, snapshot)),
+        title,
+        ..Commit::default()
+    };
+    writer.commit(to, &commit).await.map_err(|e| e.to_string())
+}

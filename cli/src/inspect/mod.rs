@@ -1,0 +1,157 @@
+//! Views of stored sessions, and operations on them: `reel sessions`, `show`, `export`,
+//! `replay`, `fork` and `tail`.
+//!
+//! Every view is derived from the log alone, page by page ([`LogPages`]), so it can be taken at
+//! any ordinal and costs memory for the session's content, never for its number of events.
+
+pub mod export;
+pub mod fork;
+pub mod frames;
+pub mod progress;
+pub mod replay;
+pub mod sessions;
+pub mod show;
+pub mod tail;
+pub mod transcript;
+
+use std::path::PathBuf;
+
+use reel_engine::{LogEntry, SessionCatalog, SessionSummary};
+use reel_storage::{TimelineStore, open_timeline};
+
+/// Events read per query: large enough that paging costs little, small enough to stay flat.
+const PAGE: u32 = 4096;
+
+/// Which timeline database a command reads.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Database {
+    /// The timeline database (SQLite file). Default: timeline.db in the user's data folder
+    /// ($XDG_DATA_HOME/reel or ~/.local/share/reel), where run-command --session-id keeps it.
+    #[arg(long, value_name = "PATH", conflicts_with = "timeline_dsn")]
+    pub timeline_db: Option<PathBuf>,
+    /// The timeline database as a DSN: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE.
+    #[arg(long, value_name = "URL")]
+    pub timeline_dsn: Option<String>,
+}
+
+impl Database {
+    /// Where the database is: a path or a DSN.
+    pub fn location(&self) -> Result<String, String> {
+        if let Some(dsn) = &self.timeline_dsn {
+            return Ok(dsn.clone());
+        }
+        let path = match &self.timeline_db {
+            Some(path) => path.clone(),
+            None => crate::persistence::data_folder()?.join("timeline.db"),
+        };
+        Ok(path.display().to_string())
+    }
+
+    /// Opens an existing database; a SQLite file that is not there is an error, not a new
+    /// empty database.
+    pub async fn open(&self) -> Result<TimelineStore, String> {
+        let location = self.location()?;
+        let is_dsn = location.contains("://") && !location.starts_with("sqlite://");
+        let path = location.strip_prefix("sqlite://").unwrap_or(&location);
+        if !is_dsn && !std::path::Path::new(path).exists() {
+            return Err(format!("there is no timeline database at {path}"));
+        }
+        open_timeline(&location).await.map_err(|e| e.to_string())
+    }
+}
+
+/// The session's summary, or an error naming what is missing.
+pub async fn find_session(
+    store: &mut TimelineStore,
+    session_id: &str,
+) -> Result<SessionSummary, String> {
+    store
+        .summary(session_id)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("there is no session {session_id:?} in this database"))
+}
+
+/// The ordinal a view is taken at: `at`, or the end of the log; past the end is an error.
+pub fn resolve_at(summary: &SessionSummary, at: Option<u64>) -> Result<u64, String> {
+    match at {
+        None => Ok(summary.events),
+        Some(at) if at <= summary.events => Ok(at),
+        Some(at) => Err(format!(
+            "session {:?} has {} events; there is no ordinal {at}",
+            summary.session_id, summary.events
+        )),
+    }
+}
+
+/// A session's log from `after` up to `up_to`, page by page.
+pub struct LogPages<'a> {
+    store: &'a mut TimelineStore,
+    session_id: String,
+    after: u64,
+    up_to: u64,
+}
+
+impl<'a> LogPages<'a> {
+    pub fn new(store: &'a mut TimelineStore, session_id: &str, after: u64, up_to: u64) -> Self {
+        Self {
+            store,
+            session_id: session_id.to_owned(),
+            after,
+            up_to,
+        }
+    }
+
+    /// The next page (empty at the end). A gap in the stored ordinals is an error: a view of
+    /// a damaged log would be wrong without saying so.
+    pub async fn next(&mut self) -> Result<Vec<LogEntry>, String> {
+        if self.after >= self.up_to {
+            return Ok(Vec::new());
+        }
+        let mut page = self
+            .store
+            .events_page(&self.session_id, self.after, PAGE)
+            .await
+            .map_err(|e| e.to_string())?;
+        page.retain(|entry| entry.ordinal <= self.up_to);
+        for entry in &page {
+            if entry.ordinal != self.after + 1 {
+                return Err(format!(
+                    "session {:?}: the log has a gap before ordinal {}",
+                    self.session_id, entry.ordinal
+                ));
+            }
+            self.after = entry.ordinal;
+        }
+        if page.is_empty() && self.after < self.up_to {
+            return Err(format!(
+                "session {:?}: the log ends at ordinal {}, before {}",
+                self.session_id, self.after, self.up_to
+            ));
+        }
+        Ok(page)
+    }
+}
+
+/// Runs one of the session commands; the exit status.
+pub async fn run(action: crate::cli::Action) -> u8 {
+    use crate::cli::Action;
+    let result = match action {
+        Action::Sessions(args) => sessions::run(args).await,
+        Action::Show(args) => show::run(args).await,
+        Action::Export(args) => export::run(args).await,
+        Action::Replay(args) => replay::run(args).await,
+        Action::Fork(args) => fork::run(args).await,
+        Action::Tail(args) => tail::run(args).await,
+        Action::RunCommand(_) | Action::Bench(_) | Action::Verify(_) => {
+            unreachable!("dispatched in main")
+        }
+    };
+    match result {
+        Ok(()) => 0,
+        Err(error) => {
+            tracing::error!("{error}");
+            1
+        }
+    }
+}

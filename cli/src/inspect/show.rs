@@ -1,0 +1,189 @@
+//! `reel show SESSION [--at ORDINAL]`: the timeline as a person reads it in a terminal.
+//!
+//! Colour when stdout is a terminal (and NO_COLOR is not set), plain text otherwise. Model and
+//! user text is shown with its control characters replaced, so a reply cannot move the cursor,
+//! retitle the window or hide text with escape sequences.
+
+use std::io::{IsTerminal, Write};
+
+use super::{
+    Database, LogPages, find_session, progress, resolve_at,
+    transcript::{Block, Transcript, duration_text, reported, usage_line},
+};
+
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    /// The session to show.
+    pub session_id: String,
+    /// Show the session as it was at this ordinal (default: its newest).
+    #[arg(long, value_name = "ORDINAL")]
+    pub at: Option<u64>,
+    #[command(flatten)]
+    pub database: Database,
+}
+
+pub async fn run(args: ShowArgs) -> Result<(), String> {
+    let mut store = args.database.open().await?;
+    let summary = find_session(&mut store, &args.session_id).await?;
+    let at = resolve_at(&summary, args.at)?;
+    let transcript = fold(&mut store, &args.session_id, at).await?;
+    let stdout = std::io::stdout();
+    let paint = Paint {
+        colour: stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    render(
+        &mut out,
+        &paint,
+        &summary.session_id,
+        summary.events,
+        &transcript,
+    )
+    .and_then(|()| out.flush())
+    .map_err(|e| format!("cannot write: {e}"))
+}
+
+/// The transcript of `session_id` up to `at`, with a progress bar on a terminal.
+pub async fn fold(
+    store: &mut reel_storage::TimelineStore,
+    session_id: &str,
+    at: u64,
+) -> Result<Transcript, String> {
+    let bar = progress::events(at, "reading");
+    let mut transcript = Transcript::new();
+    let mut pages = LogPages::new(store, session_id, 0, at);
+    loop {
+        let page = pages.next().await?;
+        if page.is_empty() {
+            break;
+        }
+        for entry in &page {
+            transcript.apply(entry);
+        }
+        bar.inc(page.len() as u64);
+    }
+    bar.finish_and_clear();
+    Ok(transcript)
+}
+
+/// ANSI styling, or none.
+pub struct Paint {
+    pub colour: bool,
+}
+
+impl Paint {
+    fn style(&self, code: &str, text: &str) -> String {
+        if self.colour {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+    fn bold(&self, text: &str) -> String {
+        self.style("1", text)
+    }
+    fn dim(&self, text: &str) -> String {
+        self.style("2", text)
+    }
+    fn user(&self, text: &str) -> String {
+        self.style("1;36", text)
+    }
+    fn tool(&self, text: &str) -> String {
+        self.style("33", text)
+    }
+    fn error(&self, text: &str) -> String {
+        self.style("31", text)
+    }
+}
+
+/// Text with control characters (escape sequences above all) made visible and harmless;
+/// newlines and tabs stay.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\n' | '\t' => c.to_string(),
+            c if c.is_control() => format!("\\u{{{:x}}}", c as u32),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+fn indented(text: &str, prefix: &str) -> String {
+    printable(text)
+        .lines()
+        .map(|line| format!("{prefix}{line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub fn render(
+    out: &mut impl Write,
+    paint: &Paint,
+    session_id: &str,
+    events: u64,
+    transcript: &Transcript,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{}",
+        paint.bold(&format!(
+            "Session {session_id} · {} runs · at ordinal {} of {events}",
+            transcript.runs.len(),
+            transcript.last_ordinal
+        ))
+    )?;
+    for (number, run) in transcript.runs.iter().enumerate() {
+        let mut heading = format!("── Run {} (ordinal {})", number + 1, run.ordinal);
+        match &run.end {
+            Some(end) => {
+                heading.push_str(&format!(
+                    " · {} · {}",
+                    end.status,
+                    duration_text(end.duration_ms)
+                ));
+                if let Some(usage) = reported(end.usage.as_ref()) {
+                    heading.push_str(&format!(" · {}", usage_line(usage)));
+                }
+            }
+            None => heading.push_str(" · not ended"),
+        }
+        if !run.model.is_empty() {
+            heading.push_str(&format!(" · {}", run.model));
+        }
+        writeln!(out, "\n{}", paint.dim(&heading))?;
+        writeln!(out, "{} {}", paint.user("You:"), printable(&run.prompt))?;
+        for block in &run.blocks {
+            match block {
+                Block::Reasoning(text) => {
+                    writeln!(out, "{}", paint.dim(&indented(text, "  ┊ ")))?;
+                }
+                Block::Text(text) => {
+                    writeln!(out, "{} {}", paint.bold("Assistant:"), printable(text))?;
+                }
+                Block::Retry(reason) => writeln!(out, "{}", paint.dim(&printable(reason)))?,
+                Block::Tool(tool) => {
+                    let call = format!(
+                        "  ⚙ {}({}) → {}",
+                        printable(&tool.name),
+                        printable(&tool.input),
+                        tool.status
+                    );
+                    writeln!(out, "{}", paint.tool(&call))?;
+                    if let Some(result) = &tool.result {
+                        let shown = indented(result, "    ");
+                        if tool.is_error {
+                            writeln!(out, "{}", paint.error(&shown))?;
+                        } else {
+                            writeln!(out, "{shown}")?;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(end) = run.end.as_ref().filter(|end| !end.error.is_empty()) {
+            let line = format!("  ✗ {}", printable(&end.error));
+            writeln!(out, "{}", paint.error(&line))?;
+        }
+    }
+    Ok(())
+}

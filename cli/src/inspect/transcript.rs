@@ -1,0 +1,235 @@
+//! A session as a person reads it: runs, each with its prompt, what the model thought and said,
+//! the tools it called with their results, and how the run ended (status, time, usage).
+//!
+//! A pure fold of the log, like the engine's projections; `show`, the markdown and the HTML
+//! exports render it. It holds the session's text, never its events.
+
+use std::collections::HashMap;
+
+use reel_engine::LogEntry;
+use reel_proto::{Any, chat::UsageInfo};
+
+/// The whole session, up to the last ordinal folded in.
+#[derive(Debug, Default)]
+pub struct Transcript {
+    pub runs: Vec<RunView>,
+    pub last_ordinal: u64,
+    /// Segment or tool message id -> (run, block) it lives in.
+    blocks: HashMap<String, (usize, usize)>,
+}
+
+/// One prompt and everything that answered it.
+#[derive(Debug, Default)]
+pub struct RunView {
+    pub prompt: String,
+    /// The ordinal of the user's message.
+    pub ordinal: u64,
+    /// Provider and model of the run's first model call.
+    pub model: String,
+    pub blocks: Vec<Block>,
+    /// `None` while the run has not ended (at this ordinal, or because the writer died).
+    pub end: Option<RunEnd>,
+}
+
+/// A piece of a reply.
+#[derive(Debug)]
+pub enum Block {
+    Reasoning(String),
+    Text(String),
+    Tool(ToolView),
+    /// The provider call was retried (HTTP 429 or 5xx): why.
+    Retry(String),
+}
+
+#[derive(Debug, Default)]
+pub struct ToolView {
+    pub tool_call_id: String,
+    pub name: String,
+    /// The arguments as JSON text (as far as they streamed).
+    pub input: String,
+    pub result: Option<String>,
+    pub is_error: bool,
+    /// pending, executing, completed, failed, cancelled, skipped, interrupted.
+    pub status: String,
+}
+
+#[derive(Debug, Default)]
+pub struct RunEnd {
+    /// finished, stopped, failed (or max_iterations_reached).
+    pub status: String,
+    pub error: String,
+    pub duration_ms: u64,
+    pub usage: Option<UsageInfo>,
+}
+
+impl Transcript {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The session's first prompt.
+    pub fn title(&self) -> &str {
+        self.runs.first().map_or("", |run| run.prompt.as_str())
+    }
+
+    /// Folds one event in.
+    pub fn apply(&mut self, entry: &LogEntry) {
+        self.last_ordinal = entry.ordinal;
+        match &entry.event {
+            Any::ChatUserMessageAccepted(m) => self.runs.push(RunView {
+                prompt: m.text.clone(),
+                ordinal: entry.ordinal,
+                ..RunView::default()
+            }),
+            Any::ChatProviderCallStarted(c) => {
+                let run = self.current();
+                if run.model.is_empty() {
+                    run.model = format!("{} {}", c.provider, c.model).trim().to_owned();
+                }
+            }
+            Any::ChatProviderCallRetrying(r) => {
+                let reason = format!("retry {} after {} ms: {}", r.attempt, r.delay_ms, r.reason);
+                self.current().blocks.push(Block::Retry(reason));
+            }
+            Any::ChatReasoningSegmentStarted(s) => {
+                self.open(&s.message_id, Block::Reasoning(String::new()))
+            }
+            Any::ChatTextSegmentStarted(s) => self.open(&s.message_id, Block::Text(String::new())),
+            Any::ChatReasoningDelta(d) => self.append(&d.message_id, &d.text, true),
+            Any::ChatTextDelta(d) => self.append(&d.message_id, &d.text, false),
+            Any::ChatToolCallStarted(t) => {
+                let tool = ToolView {
+                    tool_call_id: t.tool_call_id.clone(),
+                    name: t.tool_name.clone(),
+                    status: "streaming_args".into(),
+                    ..ToolView::default()
+                };
+                self.open(&t.message_id, Block::Tool(tool));
+            }
+            Any::ChatToolArgumentsDelta(d) => {
+                if let Some(Block::Tool(tool)) = self.block(&d.message_id) {
+                    tool.input.push_str(&d.arguments);
+                }
+            }
+            Any::ChatToolCallRequested(t) => {
+                if self.block(&t.message_id).is_none() {
+                    self.open(&t.message_id, Block::Tool(ToolView::default()));
+                }
+                if let Some(Block::Tool(tool)) = self.block(&t.message_id) {
+                    tool.tool_call_id.clone_from(&t.tool_call_id);
+                    tool.name.clone_from(&t.tool_name);
+                    tool.input.clone_from(&t.input);
+                    tool.status = "pending".into();
+                }
+            }
+            Any::ChatToolExecutionStarted(t) => {
+                if let Some(Block::Tool(tool)) = self.block(&t.message_id) {
+                    tool.status = "executing".into();
+                }
+            }
+            Any::ChatToolResultReady(r) => {
+                if let Some(tool) = self.tool_by_call_id(&r.tool_call_id) {
+                    tool.result = Some(r.result.clone());
+                    tool.is_error = r.is_error;
+                }
+            }
+            Any::ChatToolCallFinished(f) => {
+                if let Some(Block::Tool(tool)) = self.block(&f.message_id) {
+                    tool.status.clone_from(&f.status);
+                }
+            }
+            Any::ChatRunFinished(e) => self.end(&e.status, &e.error, e.duration_ms, e.usage),
+            Any::ChatRunStopped(e) => self.end("stopped", &e.error, e.duration_ms, e.usage),
+            Any::ChatRunFailed(e) => self.end("failed", &e.error, e.duration_ms, e.usage),
+            _ => {}
+        }
+    }
+
+    /// The run events belong to; a log that starts without a prompt gets an empty one.
+    fn current(&mut self) -> &mut RunView {
+        if self.runs.is_empty() {
+            self.runs.push(RunView::default());
+        }
+        self.runs.last_mut().expect("a run")
+    }
+
+    fn open(&mut self, id: &str, block: Block) {
+        let run_index = {
+            self.current();
+            self.runs.len() - 1
+        };
+        let run = &mut self.runs[run_index];
+        run.blocks.push(block);
+        self.blocks
+            .insert(id.to_owned(), (run_index, run.blocks.len() - 1));
+    }
+
+    fn block(&mut self, id: &str) -> Option<&mut Block> {
+        let &(run, block) = self.blocks.get(id)?;
+        self.runs.get_mut(run)?.blocks.get_mut(block)
+    }
+
+    fn append(&mut self, id: &str, text: &str, reasoning: bool) {
+        if self.block(id).is_none() {
+            let block = if reasoning {
+                Block::Reasoning(String::new())
+            } else {
+                Block::Text(String::new())
+            };
+            self.open(id, block);
+        }
+        if let Some(Block::Reasoning(s) | Block::Text(s)) = self.block(id) {
+            s.push_str(text);
+        }
+    }
+
+    fn tool_by_call_id(&mut self, tool_call_id: &str) -> Option<&mut ToolView> {
+        self.runs
+            .last_mut()?
+            .blocks
+            .iter_mut()
+            .rev()
+            .find_map(|b| match b {
+                Block::Tool(tool) if tool.tool_call_id == tool_call_id => Some(tool),
+                _ => None,
+            })
+    }
+
+    fn end(&mut self, status: &str, error: &str, duration_ms: u64, usage: Option<UsageInfo>) {
+        self.current().end = Some(RunEnd {
+            status: status.to_owned(),
+            error: error.to_owned(),
+            duration_ms,
+            usage,
+        });
+    }
+}
+
+/// The run's usage, when the provider reported any.
+pub fn reported(usage: Option<&UsageInfo>) -> Option<&UsageInfo> {
+    usage.filter(|u| reel_engine::usage::input_tokens(u) + u64::from(u.output_tokens) > 0)
+}
+
+/// A usage line: "120 in (20 cached) / 35 out tokens, $0.0012".
+pub fn usage_line(usage: &UsageInfo) -> String {
+    let input = reel_engine::usage::input_tokens(usage);
+    let cached = reel_engine::usage::cached_tokens(usage);
+    let mut line = format!("{input} in");
+    if cached > 0 {
+        line.push_str(&format!(" ({cached} cached)"));
+    }
+    line.push_str(&format!(" / {} out tokens", usage.output_tokens));
+    if usage.cost_usd > 0.0 {
+        line.push_str(&format!(", ${:.4}", usage.cost_usd));
+    }
+    line
+}
+
+/// A duration as a person reads it: "850 ms", "12.4 s".
+pub fn duration_text(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}

@@ -1,0 +1,79 @@
+//! The read side of a durable store: what sessions it holds, and their logs page by page.
+//!
+//! Readers (`reel sessions`, `show`, `export`, `fork`, `tail`) never take a session's lease
+//! and never hold a whole log in memory: they page through events and fold them as they go, so
+//! a session of a million events costs no more memory than its timeline.
+
+use std::sync::Arc;
+
+use reel_proto::Any;
+
+use crate::{
+    log::LogEntry,
+    store::{SessionState, StoreError},
+};
+
+/// One row of `reel sessions`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SessionSummary {
+    pub session_id: String,
+    /// The first prompt.
+    pub title: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    /// Events in the log (its last ordinal).
+    pub events: u64,
+    pub runs: u64,
+    /// How the newest run ended: `finished`, `stopped`, `failed`, or `running` while (or if,
+    /// after a crash) it has not; empty for a session without runs.
+    pub last_run_status: String,
+}
+
+/// Reading sessions from a store.
+#[async_trait::async_trait]
+pub trait SessionCatalog: Send + 'static {
+    /// Every session, newest (most recently updated) first.
+    async fn sessions(&mut self) -> Result<Vec<SessionSummary>, StoreError>;
+
+    /// One session's summary, if the store holds it.
+    async fn summary(&mut self, session_id: &str) -> Result<Option<SessionSummary>, StoreError>;
+
+    /// Up to `limit` events after ordinal `after`, in ordinal order.
+    async fn events_page(
+        &mut self,
+        session_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<LogEntry>, StoreError>;
+
+    /// The newest stored snapshot at or before `ordinal` (the empty state when there is none).
+    async fn snapshot_at_most(
+        &mut self,
+        session_id: &str,
+        ordinal: u64,
+    ) -> Result<SessionState, StoreError>;
+
+    /// The process writing the session now, if one is (a live lease holder).
+    async fn writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError>;
+}
+
+/// What a batch of events adds to a session's run count, and the status of its newest run if
+/// the batch says (`running` when a run started and did not end in it).
+pub fn run_tally(events: &[Arc<LogEntry>]) -> (u64, Option<&'static str>) {
+    let mut runs = 0;
+    let mut status = None;
+    for entry in events {
+        match &entry.event {
+            Any::ChatRunStarted(_) => {
+                runs += 1;
+                status = Some("running");
+            }
+            Any::ChatRunFinished(_) => status = Some("finished"),
+            Any::ChatRunStopped(_) => status = Some("stopped"),
+            Any::ChatRunFailed(_) => status = Some("failed"),
+            _ => {}
+        }
+    }
+    (runs, status)
+}

@@ -1,0 +1,108 @@
+//! Reading sessions from a PostgreSQL timeline database: the session list, log pages, snapshots
+//! at or before an ordinal, and whether a live process writes a session (holds its advisory
+//! lock, seen in `pg_locks` without taking it).
+
+use reel_engine::{LogEntry, SessionCatalog, SessionState, SessionSummary, StoreError};
+use sqlx::{Row, postgres::PgRow};
+
+use crate::{
+    PostgresStore,
+    rows::{event_from, state_from, to_i64},
+};
+
+const SUMMARY_COLUMNS: &str =
+    "session_id, title, created_at, updated_at, last_ordinal, runs, last_run_status";
+
+fn summary(row: &PgRow) -> SessionSummary {
+    SessionSummary {
+        session_id: row.get(0),
+        title: row.get(1),
+        created_at_ms: row.get(2),
+        updated_at_ms: row.get(3),
+        events: row.get::<i64, _>(4) as u64,
+        runs: row.get::<i64, _>(5) as u64,
+        last_run_status: row.get(6),
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionCatalog for PostgresStore {
+    async fn sessions(&mut self) -> Result<Vec<SessionSummary>, StoreError> {
+        let sql =
+            format!("SELECT {SUMMARY_COLUMNS} FROM sessions ORDER BY updated_at DESC, session_id");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        Ok(rows.iter().map(summary).collect())
+    }
+
+    async fn summary(&mut self, session_id: &str) -> Result<Option<SessionSummary>, StoreError> {
+        let sql = format!("SELECT {SUMMARY_COLUMNS} FROM sessions WHERE session_id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(session_id)
+            .fetch_optional(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        Ok(row.as_ref().map(summary))
+    }
+
+    async fn events_page(
+        &mut self,
+        session_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<LogEntry>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT ordinal, payload_json, created_at FROM events WHERE session_id = $1 AND ordinal > $2 \
+             ORDER BY ordinal LIMIT $3",
+        )
+        .bind(session_id)
+        .bind(to_i64(after))
+        .bind(i64::from(limit))
+        .fetch_all(&mut self.conn)
+        .await
+        .map_err(|e| self.error(&e))?;
+        rows.iter()
+            .map(|row| event_from(session_id, row.get(0), row.get(1), row.get(2)))
+            .collect()
+    }
+
+    async fn snapshot_at_most(
+        &mut self,
+        session_id: &str,
+        ordinal: u64,
+    ) -> Result<SessionState, StoreError> {
+        let row = sqlx::query(
+            "SELECT ordinal, state_json FROM snapshots WHERE session_id = $1 AND ordinal <= $2 \
+             ORDER BY ordinal DESC LIMIT 1",
+        )
+        .bind(session_id)
+        .bind(to_i64(ordinal))
+        .fetch_optional(&mut self.conn)
+        .await
+        .map_err(|e| self.error(&e))?;
+        match row {
+            Some(row) => state_from(session_id, row.get(0), row.get(1)),
+            None => Ok(SessionState::default()),
+        }
+    }
+
+    async fn writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
+        // A bigint advisory lock shows in pg_locks as classid (high half) and objid (low half).
+        let row = sqlx::query(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid, \
+             (SELECT hashtextextended($1, 0) AS h) k \
+             WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
+             AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             AND l.classid::text::bigint = ((k.h >> 32) & 4294967295) \
+             AND l.objid::text::bigint = (k.h & 4294967295) \
+             AND l.pid <> pg_backend_pid() LIMIT 1",
+        )
+        .bind(session_id)
+        .fetch_optional(&mut self.conn)
+        .await
+        .map_err(|e| self.error(&e))?;
+        Ok(row.map(|row| row.get::<Option<String>, _>(0).unwrap_or_default()))
+    }
+}
