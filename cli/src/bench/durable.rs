@@ -143,7 +143,11 @@ async fn bench_database(
 
 /// Streams a reply of `deltas` text deltas into a new timeline database; returns the events
 /// stored and the seconds from the prompt to the commit of its last event.
-async fn store_reply(location: &str, session_id: &str, deltas: u64) -> Result<(u64, f64), String> {
+pub(super) async fn store_reply(
+    location: &str,
+    session_id: &str,
+    deltas: u64,
+) -> Result<(u64, f64), String> {
     let mut store = open_timeline(location).await.map_err(|e| e.to_string())?;
     store.lease(session_id).await.map_err(|e| e.to_string())?;
     let (sink, committed) = TimelineDbSink::new(store, session_id, SessionState::default(), 0);

@@ -3,8 +3,10 @@
 //! * streaming: one long scripted reply through log, projections and the JSONL sink;
 //! * stdin RPC: one `reel --stdin-rpc` process driven over real pipes: sequential submits,
 //!   memory per request, and the time from a cancel line to the cancelled submit's done.
+//! * providers, the durable path, and exports and listing (see each module).
 
 mod durable;
+mod export;
 mod provider;
 mod stdin_rpc;
 mod stream;
@@ -29,6 +31,12 @@ pub struct BenchArgs {
     /// Deltas streamed by a local OpenAI-compatible server, then by an Anthropic one.
     #[arg(long, default_value_t = 10_000)]
     pub provider_deltas: usize,
+    /// Events in the longer session exported (the shorter one has a tenth).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub export_events: usize,
+    /// Sessions in the database `reel sessions` lists.
+    #[arg(long, default_value_t = 10_000)]
+    pub list_sessions: usize,
     /// Also measure this PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/test.
     #[arg(long, value_name = "URL")]
     pub postgres: Option<String>,
@@ -74,7 +82,16 @@ pub async fn run(args: BenchArgs) -> u8 {
             1
         }
     };
-    streamed.max(served).max(stored).max(fetched)
+    println!();
+    let exported = match export::run(args.export_events.max(100), args.list_sessions).await {
+        Ok(true) => 0,
+        Ok(false) => 1,
+        Err(error) => {
+            eprintln!("reel bench: export: {error}");
+            1
+        }
+    };
+    streamed.max(served).max(stored).max(fetched).max(exported)
 }
 
 /// Runs one prompt ("bench") to its end: no request id, no system prompt, nothing cancels it.

@@ -1,0 +1,129 @@
+//! The export and listing benchmark: `reel export` of a stored session to jsonl and to HTML, for
+//! a session and one ten times longer (wall time, peak memory of the export process, output
+//! size), and `reel sessions` over a database holding many sessions.
+//!
+//! Each command runs as its own process, as a user runs it, so its peak memory is its own. An
+//! export holds the session's text, never its events: the longer session's peak must stay
+//! within three times the shorter's (a tenfold log), or the benchmark fails.
+
+use std::{
+    process::{Command, Stdio},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use reel_engine::{Commit, LogEntry, LogStore, new_id};
+use reel_proto::chat::{ChatRunFinished, ChatRunStarted, ChatUserMessageAccepted};
+use reel_storage::open_timeline;
+
+pub async fn run(events: usize, sessions: usize) -> Result<bool, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let db = dir.path().join("export.db").display().to_string();
+    println!("reel bench: reel export of a stored session (one process per export)");
+    println!(
+        "{:>10} {:>9} {:>10} {:>14} {:>14}",
+        "events", "format", "seconds", "peak RSS KiB", "output bytes"
+    );
+    let mut peaks = Vec::new();
+    for deltas in [events / 10, events] {
+        let session = format!("export-{}", new_id());
+        super::durable::store_reply(&db, &session, deltas as u64).await?;
+        for format in ["jsonl", "html"] {
+            let out = dir.path().join(format!("{session}.{format}"));
+            let (seconds, peak) = measure(&[
+                "export",
+                &session,
+                "--format",
+                format,
+                "-o",
+                &out.display().to_string(),
+                "--timeline-db",
+                &db,
+            ])?;
+            let bytes = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
+            println!(
+                "{:>10} {format:>9} {seconds:>10.3} {peak:>14} {bytes:>14}",
+                deltas + 6
+            );
+            peaks.push(peak as f64);
+            let _ = std::fs::remove_file(&out);
+        }
+    }
+    let (jsonl, html) = (peaks[2] / peaks[0], peaks[3] / peaks[1]);
+    println!(
+        "peak RSS, ten times the events / the shorter session: jsonl {jsonl:.2}, html {html:.2} (must stay below 3)"
+    );
+
+    add_sessions(&db, sessions).await?;
+    let (seconds, peak) = measure(&["sessions", "--json", "--timeline-db", &db])?;
+    println!(
+        "reel sessions --json over {} sessions (two of them long): {seconds:.3} s, peak RSS {peak} KiB",
+        sessions + 2
+    );
+    Ok(jsonl < 3.0 && html < 3.0)
+}
+
+/// Runs `reel ARGS`; returns its wall time and peak resident set (sampled from /proc).
+fn measure(args: &[&str]) -> Result<(f64, u64), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let pid = child.id().to_string();
+    let mut peak = 0;
+    let status = loop {
+        // VmHWM only grows; the last reading before the exit is the peak, give or take 2 ms.
+        peak = peak.max(super::proc_status_kib(&pid, "VmHWM"));
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    if !status.success() {
+        return Err(format!("reel {} failed", args.join(" ")));
+    }
+    Ok((seconds, peak))
+}
+
+/// Adds `count` small sessions (a prompt and a finished run each) to the database.
+async fn add_sessions(location: &str, count: usize) -> Result<(), String> {
+    let mut store = open_timeline(location).await.map_err(|e| e.to_string())?;
+    for n in 0..count {
+        let id = format!("listed-{n:06}");
+        store.lease(&id).await.map_err(|e| e.to_string())?;
+        let entry = |ordinal: u64, event: reel_proto::Any| {
+            Arc::new(LogEntry {
+                ordinal,
+                recorded_at_ms: 0,
+                event,
+            })
+        };
+        let prompt = format!("question number {n}");
+        let commit = Commit {
+            events: vec![
+                entry(
+                    1,
+                    ChatUserMessageAccepted {
+                        text: prompt.clone(),
+                        ..Default::default()
+                    }
+                    .into(),
+                ),
+                entry(2, ChatRunStarted::default().into()),
+                entry(3, ChatRunFinished::default().into()),
+            ],
+            title: Some(prompt),
+            ..Commit::default()
+        };
+        store
+            .commit(&id, &commit)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
