@@ -131,6 +131,27 @@ impl<'a> LogPages<'a> {
         }
         Ok(page)
     }
+
+    /// Hands every event to `apply`, in order, with a progress bar saying `what` on a terminal.
+    pub async fn each(
+        mut self,
+        what: &str,
+        mut apply: impl FnMut(&LogEntry) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let bar = progress::events(self.up_to - self.after.min(self.up_to), what);
+        loop {
+            let page = self.next().await?;
+            if page.is_empty() {
+                break;
+            }
+            for entry in &page {
+                apply(entry)?;
+            }
+            bar.inc(page.len() as u64);
+        }
+        bar.finish_and_clear();
+        Ok(())
+    }
 }
 
 /// Runs one of the session commands; the exit status.

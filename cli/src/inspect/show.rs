@@ -7,7 +7,7 @@
 use std::io::{IsTerminal, Write};
 
 use super::{
-    Database, LogPages, find_session, progress, resolve_at,
+    Database, LogPages, find_session, resolve_at,
     transcript::{Block, Transcript, duration_text, reported, usage_line},
 };
 
@@ -49,20 +49,13 @@ pub async fn fold(
     session_id: &str,
     at: u64,
 ) -> Result<Transcript, String> {
-    let bar = progress::events(at, "reading");
     let mut transcript = Transcript::new();
-    let mut pages = LogPages::new(store, session_id, 0, at);
-    loop {
-        let page = pages.next().await?;
-        if page.is_empty() {
-            break;
-        }
-        for entry in &page {
+    LogPages::new(store, session_id, 0, at)
+        .each("reading", |entry| {
             transcript.apply(entry);
-        }
-        bar.inc(page.len() as u64);
-    }
-    bar.finish_and_clear();
+            Ok(())
+        })
+        .await?;
     Ok(transcript)
 }
 

@@ -102,16 +102,13 @@ async fn timeline_at(
         .map_err(|e| e.to_string())?;
     let mut timeline = state.timeline;
     let from = timeline.last_ordinal();
-    let mut pages = LogPages::new(store, id, from, at);
-    loop {
-        let page = pages.next().await?;
-        if page.is_empty() {
-            return Ok(timeline);
-        }
-        for entry in &page {
+    LogPages::new(store, id, from, at)
+        .each("reading", |entry| {
             timeline.apply(entry);
-        }
-    }
+            Ok(())
+        })
+        .await?;
+    Ok(timeline)
 }
 
 async fn listen(dsn: &str) -> Result<PgListener, String> {

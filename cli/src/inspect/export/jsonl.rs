@@ -6,7 +6,7 @@ use std::io::Write;
 
 use reel_engine::{Projection, TimelineProjection};
 
-use crate::inspect::{LogPages, frames::FrameWriter, progress};
+use crate::inspect::{LogPages, frames::FrameWriter};
 
 pub async fn write<W: Write>(
     store: &mut reel_storage::TimelineStore,
@@ -19,21 +19,14 @@ pub async fn write<W: Write>(
     let mut timeline = TimelineProjection::new();
     frames.hello().map_err(failed)?;
     frames.snapshot(timeline.snapshot()).map_err(failed)?;
-    let bar = progress::events(at, "exporting");
-    let mut pages = LogPages::new(store, session_id, 0, at);
-    loop {
-        let page = pages.next().await?;
-        if page.is_empty() {
-            break;
-        }
-        for entry in &page {
+    LogPages::new(store, session_id, 0, at)
+        .each("exporting", |entry| {
             for event in timeline.apply(entry) {
                 frames.ui_event(event).map_err(failed)?;
             }
-        }
-        bar.inc(page.len() as u64);
-    }
-    bar.finish_and_clear();
+            Ok(())
+        })
+        .await?;
     frames.snapshot(timeline.snapshot()).map_err(failed)?;
     frames.done("ok").map_err(failed)?;
     frames.flush().map_err(failed)?;

@@ -15,7 +15,7 @@ use std::{
 
 use reel_engine::{ModelContextProjection, Projection};
 
-use super::{Database, LogPages, find_session, progress, resolve_at, show};
+use super::{Database, LogPages, find_session, resolve_at, show};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -101,20 +101,13 @@ async fn export<W: Write>(
             Ok(out)
         }
         Format::Turns => {
-            let bar = progress::events(at, "reading");
             let mut context = ModelContextProjection::new();
-            let mut pages = LogPages::new(store, session_id, 0, at);
-            loop {
-                let page = pages.next().await?;
-                if page.is_empty() {
-                    break;
-                }
-                for entry in &page {
+            LogPages::new(store, session_id, 0, at)
+                .each("reading", |entry| {
                     context.apply(entry);
-                }
-                bar.inc(page.len() as u64);
-            }
-            bar.finish_and_clear();
+                    Ok(())
+                })
+                .await?;
             let messages = reel_engine::openai::messages_json(None, context.messages());
             let mut out = out;
             serde_json::to_writer_pretty(&mut out, &messages)
