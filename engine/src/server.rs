@@ -135,7 +135,7 @@ impl<'a> Server<'a> {
                 {
                     match self.handle(message).await {
                         Next::Continue => {}
-                        Next::Drain(shutdown) => draining = Some(shutdown),
+                        Next::Drain(shutdown) => draining = Some(self.stop_reading(shutdown)),
                         Next::End(end) => return end,
                     }
                     continue;
@@ -150,16 +150,25 @@ impl<'a> Server<'a> {
                 biased;
                 () = interrupt.cancelled() => {}
                 message = incoming.recv(), if draining.is_none() => match message {
-                    None => draining = Some(None),
+                    None => draining = Some(self.stop_reading(None)),
                     Some(message) => match self.handle(message).await {
                         Next::Continue => {}
-                        Next::Drain(shutdown) => draining = Some(shutdown),
+                        Next::Drain(shutdown) => draining = Some(self.stop_reading(shutdown)),
                         Next::End(end) => return end,
                     },
                 },
                 event = next_event(&mut self.active), if self.active.is_some() => self.advance(event).await,
             }
         }
+    }
+
+    /// No more requests will be read: a client tool call still waiting can never be answered,
+    /// so it fails now instead of at its timeout.
+    fn stop_reading(&mut self, shutdown: Option<Arc<str>>) -> Option<Arc<str>> {
+        if let Some(run) = self.active.as_mut() {
+            run.abandon_client_tools();
+        }
+        shutdown
     }
 
     /// Records one event of the running submit; answers the submit when its run has ended.

@@ -134,6 +134,30 @@ fn a_client_that_never_answers_gets_an_error_result_at_the_timeout() {
 }
 
 #[test]
+fn a_client_that_closes_its_input_while_a_tool_waits_gets_an_error_result_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = format!("{ASK_USER}    timeout_ms: 600000\n");
+    let cmd = command(dir.path(), ASK_THEN_ECHO, &tools);
+    let mut client = RpcClient::start(&["run-command", &cmd, "--rpc", "--stdin-rpc"]);
+    client.send(r#"{"requestId":"s1","submit":{"prompt":"Plan my trip."}}"#);
+    client.wait_for("the client tool call", |f| {
+        f.ui_name() == Some("ChatToolExecutionStarted")
+    });
+    client.close_stdin();
+    // Within the client's hang guard, long before the tool's ten-minute timeout.
+    assert_eq!(client.done_of("s1"), "ok");
+    let (status, frames, _) = client.finish();
+    assert!(status.success());
+    let result = payload_of(&frames, "s1", "ChatToolResultReady");
+    assert!(
+        result[0]["result"]
+            .as_str()
+            .unwrap()
+            .contains("left before answering")
+    );
+}
+
+#[test]
 fn a_client_tool_without_a_client_is_an_error_result_not_a_hang() {
     let dir = tempfile::tempdir().unwrap();
     let cmd = command(dir.path(), ASK_THEN_ECHO, ASK_USER);

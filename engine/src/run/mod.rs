@@ -202,6 +202,12 @@ impl ActiveRun<'_> {
         answer.send(output).is_ok()
     }
 
+    /// Fails every client tool call still waiting: its client will not answer (it closed its
+    /// input or asked to shut down).
+    pub fn abandon_client_tools(&mut self) {
+        self.client_waits.clear();
+    }
+
     fn survive(
         &mut self,
         next: std::thread::Result<Option<Result<ProviderEvent, ProviderError>>>,
