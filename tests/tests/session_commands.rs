@@ -537,3 +537,50 @@ fn tail_follows_a_live_writer(backend: &Backend) {
 }
 
 reel_tests::on_both_backends!(tail_follows_a_live_writer);
+
+/// On a terminal (a pseudo-terminal from util-linux's `script`), export draws its progress bar
+/// and show its colours; off one (every other test here), neither appears.
+#[test]
+fn a_terminal_gets_a_progress_bar_and_colour() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var_os("CI").is_none(), "CI has util-linux");
+        eprintln!("SKIPPED: no `script` to make a pseudo-terminal");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let db = db.to_str().unwrap();
+    weather(db, "w", &dir.path().join("a.jsonl"));
+    let reel_path = reel_tests::reel_binary();
+    let out = dir.path().join("w.jsonl");
+    let on_terminal = |command: String| {
+        let output = std::process::Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .current_dir(reel_tests::repo_root())
+            .env_remove("NO_COLOR")
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let export = on_terminal(format!(
+        "{} export w --format jsonl -o {} --timeline-db {db}",
+        reel_path.display(),
+        out.display()
+    ));
+    assert!(
+        export.contains("exporting") && export.contains("events"),
+        "{export:?}"
+    );
+    assert!(
+        std::fs::read_to_string(&out)
+            .unwrap()
+            .ends_with("{\"version\":1,\"sessionId\":\"w\",\"done\":{\"status\":\"ok\"}}\n")
+    );
+    let shown = on_terminal(format!("{} show w --timeline-db {db}", reel_path.display()));
+    assert!(shown.contains("\x1b[1;36mYou:\x1b[0m"), "{shown:?}");
+}
