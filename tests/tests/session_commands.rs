@@ -233,6 +233,38 @@ fn markdown_turns_and_a_file_export() {
     assert_eq!(turns[1]["tool_calls"][0]["function"]["name"], "get_weather");
     assert_eq!(turns[2]["tool_call_id"], "call_weather_1");
 
+    // A run's system prompt leads the turns, as a request would send it.
+    let cmd = write_file(
+        dir.path(),
+        "brief.yaml",
+        "name: t\ndescription: t\nsystem_prompt: Be brief.\nprompt: hello there\n",
+    );
+    reel_ok(&[
+        "run-command",
+        &cmd,
+        "--session-id",
+        "brief",
+        "--timeline-db",
+        db,
+    ]);
+    let turns: Value = serde_json::from_str(&reel_ok(&[
+        "export",
+        "brief",
+        "--format",
+        "turns",
+        "--timeline-db",
+        db,
+    ]))
+    .unwrap();
+    assert_eq!(
+        turns,
+        serde_json::json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hello there"},
+            {"role": "assistant", "content": "hello there"},
+        ])
+    );
+
     let file = dir.path().join("out/w.md");
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     let output = reel(&[

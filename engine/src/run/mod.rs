@@ -282,6 +282,7 @@ impl Session {
                 message_id: user_message_id.clone(),
                 prompt: request.prompt.clone(),
                 correlation: Some(correlation.clone()),
+                system_prompt: request.system_prompt.clone().unwrap_or_default(),
             },
         )
         .await;

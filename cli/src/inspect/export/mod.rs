@@ -25,7 +25,8 @@ pub enum Format {
     Markdown,
     /// One self-contained HTML page (no script, nothing loaded from the network).
     Html,
-    /// The model context as a JSON list of messages in the OpenAI chat format.
+    /// The model context as a JSON list of messages in the OpenAI chat format, led by the
+    /// newest run's system prompt.
     Turns,
 }
 
@@ -102,13 +103,19 @@ async fn export<W: Write>(
         }
         Format::Turns => {
             let mut context = ModelContextProjection::new();
+            // The system prompt is not part of the conversation: the newest run's is used.
+            let mut system_prompt = String::new();
             LogPages::new(store, session_id, 0, at)
                 .each("reading", |entry| {
                     context.apply(entry);
+                    if let reel_proto::Any::ChatRunStarted(run) = &entry.event {
+                        system_prompt.clone_from(&run.system_prompt);
+                    }
                     Ok(())
                 })
                 .await?;
-            let messages = reel_engine::openai::messages_json(None, context.messages());
+            let system = Some(system_prompt.as_str()).filter(|s| !s.is_empty());
+            let messages = reel_engine::openai::messages_json(system, context.messages());
             let mut out = out;
             serde_json::to_writer_pretty(&mut out, &messages)
                 .map_err(std::io::Error::other)
