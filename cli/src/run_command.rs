@@ -178,9 +178,7 @@ fn outputs(args: &crate::cli::RunCommandArgs) -> (Fanout, Vec<&'static str>, Opt
     }
     let mut setup_error = None;
     if let Some(path) = &args.debug_events_jsonl {
-        // The debug capture always holds the log's events: it is what `reel replay` rebuilds
-        // a session from, and what shows what the model really streamed.
-        match DebugFileSink::create(path, true) {
+        match DebugFileSink::create(path) {
             Ok(sink) => {
                 fanout.attach(Box::new(sink));
                 capabilities.push("debug-log");

@@ -47,21 +47,19 @@ impl StdoutJsonlSink {
     }
 }
 
-/// The `--debug-events-jsonl` file: the same frames as stdout in jsonl mode.
+/// The `--debug-events-jsonl` file: the frames stdout carries in jsonl mode, and always the
+/// log's own events (`backendEvent` frames) among them: it is the capture `reel replay`
+/// rebuilds a session from.
 pub struct DebugFileSink;
 
 impl DebugFileSink {
     /// Creates the file's parent folders and creates or truncates the file.
-    pub fn create(path: &Path, include_backend_events: bool) -> io::Result<JsonlFrameSink<File>> {
+    pub fn create(path: &Path) -> io::Result<JsonlFrameSink<File>> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             fs::create_dir_all(parent)?;
         }
         let file = File::create(path)?;
-        Ok(JsonlFrameSink::new(
-            "debug-file",
-            file,
-            include_backend_events,
-        ))
+        Ok(JsonlFrameSink::new("debug-file", file, true))
     }
 }
 

@@ -9,14 +9,15 @@
 use std::str::FromStr;
 
 use reel_engine::{
-    Commit, LogEntry, LogStore, SessionState, StoreError, Turn, TurnStore, run_tally,
+    Commit, LogEntry, LogStore, SessionCatalog, SessionState, StoreError, Turn, TurnStore,
+    run_tally,
 };
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{Connection, PgConnection, Row, postgres::PgConnectOptions};
 
 use crate::rows::{
-    context_from, context_json, entity_from, entity_json, event_from, event_json, now_ms,
-    state_from, to_i64, usage_columns, usage_from,
+    context_from, context_json, entity_from, entity_json, event_json, now_ms, to_i64,
+    usage_columns, usage_from,
 };
 
 /// The channel every commit notifies, with the session id as payload.
@@ -100,17 +101,7 @@ impl LogStore for PostgresStore {
     }
 
     async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError> {
-        let row = sqlx::query(
-            "SELECT ordinal, state_json FROM snapshots WHERE session_id = $1 ORDER BY ordinal DESC LIMIT 1",
-        )
-        .bind(session_id)
-        .fetch_optional(&mut self.conn)
-        .await
-        .map_err(|e| self.error(&e))?;
-        match row {
-            Some(row) => state_from(session_id, row.get(0), row.get(1)),
-            None => Ok(SessionState::default()),
-        }
+        self.snapshot_at_most(session_id, u64::MAX).await
     }
 
     async fn entities_ordinal(&mut self, session_id: &str) -> Result<u64, StoreError> {
@@ -123,17 +114,7 @@ impl LogStore for PostgresStore {
     }
 
     async fn events(&mut self, session_id: &str, after: u64) -> Result<Vec<LogEntry>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT ordinal, payload_json, created_at FROM events WHERE session_id = $1 AND ordinal > $2 ORDER BY ordinal",
-        )
-        .bind(session_id)
-        .bind(to_i64(after))
-        .fetch_all(&mut self.conn)
-        .await
-        .map_err(|e| self.error(&e))?;
-        rows.iter()
-            .map(|row| event_from(session_id, row.get(0), row.get(1), row.get(2)))
-            .collect()
+        self.events_page(session_id, after, u32::MAX).await
     }
 
     async fn entities(

@@ -112,6 +112,16 @@ fn serve(stream: TcpStream, reply: &Reply, log: &Mutex<Vec<Received>>) {
     }
 }
 
+/// A 200 stream of `pieces`, 2 ms apart.
+pub fn quick(pieces: Vec<Vec<u8>>) -> Reply {
+    Reply::Stream {
+        pieces: pieces
+            .into_iter()
+            .map(|p| (p, Duration::from_millis(2)))
+            .collect(),
+    }
+}
+
 /// `data: JSON\n\n` for a chat.completion.chunk whose choice has `delta`.
 pub fn delta_event(delta: serde_json::Value, finish_reason: Option<&str>) -> Vec<u8> {
     let chunk = serde_json::json!({

@@ -8,7 +8,7 @@ use std::{process::Stdio, time::Duration};
 use reel_proto::{Any, rpc::rpc_line::Frame};
 use reel_tests::{
     FrameLine, assert_stream_shape, parse_frames, reel,
-    sse_server::{Reply, SseServer, delta_event, done_event, usage_event},
+    sse_server::{Reply, SseServer, delta_event, done_event, quick, usage_event},
     ui_names, write_file,
 };
 use serde_json::json;
@@ -67,15 +67,6 @@ fn payloads<'a>(
         .iter()
         .filter(move |f| f.ui_name() == Some(name))
         .map(|f| &f.json["uiEvent"]["payload"])
-}
-
-fn quick(pieces: Vec<Vec<u8>>) -> Reply {
-    Reply::Stream {
-        pieces: pieces
-            .into_iter()
-            .map(|p| (p, Duration::from_millis(2)))
-            .collect(),
-    }
 }
 
 #[test]

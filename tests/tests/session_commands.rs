@@ -1,15 +1,10 @@
 //! The session commands on sessions the real binary produced: `sessions`, `show`, `export`
 //! (an earlier ordinal matching what the live stream showed then), `replay` (of a whole
-//! capture and of one cut short), `fork` (resumed with a new turn) and `tail` (following a live
-//! writer, on SQLite and PostgreSQL).
+//! capture and of one cut short) and `fork` (resumed with a new turn). `tail` is in tail.rs.
 
-use std::{path::Path, process::Output, time::Duration};
+use std::{path::Path, process::Output};
 
-use reel_tests::{
-    parse_frames, reel,
-    stored::{Backend, unique},
-    write_file,
-};
+use reel_tests::{parse_frames, reel, write_file};
 use serde_json::Value;
 
 fn ok(output: Output) -> String {
@@ -481,94 +476,6 @@ fn a_fork_holds_the_first_events_and_resumes_with_a_new_turn() {
     .unwrap();
     assert_eq!(again.status.code(), Some(1));
 }
-
-fn tail_follows_a_live_writer(backend: &Backend) {
-    let dir = tempfile::tempdir().unwrap();
-    let id = unique("tail");
-    let script = write_file(
-        dir.path(),
-        "script.yaml",
-        "turns:\n  - - text: \"before \"\n  - - repeat: {times: 40, steps: [{text: \"tok \"}, {sleep_ms: 10}]}\n",
-    );
-    let cmd = write_file(
-        dir.path(),
-        "cmd.yaml",
-        &format!("name: t\ndescription: t\nprompt: unused\nprovider:\n  script: {script}\n"),
-    );
-    let mut writer = backend.client(&[
-        "run-command",
-        &cmd,
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        &id,
-    ]);
-    writer.send(r#"{"requestId":"a","submit":{"prompt":"first"}}"#);
-    assert_eq!(writer.done_of("a"), "ok");
-
-    // tail starts while the writer holds the session, then the writer streams a second reply.
-    let flags = backend.flags();
-    let tail = reel(&["tail", &id, &flags[0], &flags[1]])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    writer.send(r#"{"requestId":"b","submit":{"prompt":"second"}}"#);
-    assert_eq!(writer.done_of("b"), "ok");
-    let (status, writer_frames, _) = writer.finish();
-    assert!(status.success());
-
-    // tail saw the writer leave and ended by itself.
-    let output = tail.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let tailed = String::from_utf8(output.stdout).unwrap();
-    let frames = parse_frames(tailed.as_bytes());
-    reel_tests::assert_stream_shape(&frames);
-    let snapshot_at: u64 = serde_json::from_str::<Value>(tailed.lines().nth(1).unwrap()).unwrap()
-        ["snapshot"]["snapshotOrdinal"]
-        .as_str()
-        .unwrap_or("0")
-        .parse()
-        .unwrap();
-    // Every ui event the writer streamed after tail's snapshot, in order, with the same payloads.
-    let live: Vec<(u64, String, Value)> = writer_frames
-        .iter()
-        .filter_map(|f| {
-            let ui = f.json.get("uiEvent")?;
-            let ordinal: u64 = ui["ordinal"].as_str()?.parse().ok()?;
-            (ordinal > snapshot_at).then(|| {
-                (
-                    ordinal,
-                    ui["name"].as_str().unwrap().to_owned(),
-                    ui["payload"].clone(),
-                )
-            })
-        })
-        .collect();
-    let followed: Vec<(u64, String, Value)> = frames
-        .iter()
-        .filter_map(|f| {
-            let ui = f.json.get("uiEvent")?;
-            Some((
-                ui["ordinal"].as_str()?.parse().ok()?,
-                ui["name"].as_str().unwrap().to_owned(),
-                ui["payload"].clone(),
-            ))
-        })
-        .collect();
-    assert!(
-        live.len() > 40,
-        "the second reply streamed after tail started"
-    );
-    assert_eq!(followed, live);
-}
-
-reel_tests::on_both_backends!(tail_follows_a_live_writer);
 
 /// On a terminal (a pseudo-terminal from util-linux's `script`), export draws its progress bar
 /// and show its colours; off one (every other test here), neither appears.

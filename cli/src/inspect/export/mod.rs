@@ -87,18 +87,15 @@ async fn export<W: Write>(
     let failed = |e: std::io::Error| format!("cannot write the export: {e}");
     match format {
         Format::Jsonl => jsonl::write(store, session_id, at, out).await,
-        Format::Markdown => {
+        Format::Markdown | Format::Html => {
             let transcript = show::fold(store, session_id, at).await?;
             let mut out = out;
-            markdown::write(&mut out, session_id, &transcript).map_err(failed)?;
-            out.flush().map_err(failed)?;
-            Ok(out)
-        }
-        Format::Html => {
-            let transcript = show::fold(store, session_id, at).await?;
-            let mut out = out;
-            html::write(&mut out, session_id, &transcript).map_err(failed)?;
-            out.flush().map_err(failed)?;
+            match format {
+                Format::Markdown => markdown::write(&mut out, session_id, &transcript),
+                _ => html::write(&mut out, session_id, &transcript),
+            }
+            .and_then(|()| out.flush())
+            .map_err(failed)?;
             Ok(out)
         }
         Format::Turns => {
