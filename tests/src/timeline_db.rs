@@ -157,6 +157,19 @@ impl TimelineDb {
         count.map_or(0, |n| n as u64)
     }
 
+    /// Connections the server still serves for application `name` (PostgreSQL; 0 for SQLite).
+    pub fn connections_named(&mut self, name: &str) -> u64 {
+        let count: Result<i64, sqlx::Error> = on_each!(
+            self,
+            "SELECT 0 WHERE ? IS NOT NULL",
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            name,
+            fetch_one,
+            |row| row.get(0)
+        );
+        count.map_or(0, |n| n as u64)
+    }
+
     /// The session's turns in order: status, last ordinal, and the conversation as JSON.
     pub fn turns(&mut self, session_id: &str) -> Vec<(String, u64, serde_json::Value)> {
         let rows: Vec<(String, i64, String)> = on_each!(self,

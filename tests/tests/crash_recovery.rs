@@ -44,11 +44,22 @@ fn kill_mid_reply_then_resume(backend: &Backend, deltas: u64) {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+    let pid = child.id();
     child.kill().unwrap();
     child.wait().unwrap();
     reader.join().unwrap();
 
+    // A COMMIT reel sent just before it died may still be carried out by PostgreSQL: read the
+    // log once the server is done with the dead connection (named reel/PID).
     let mut db = backend.view().unwrap();
+    let started = Instant::now();
+    while db.connections_named(&format!("reel/{pid}")) > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "PostgreSQL kept the dead connection"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let stored = assert_log_and_entities_agree(&mut db, &id);
     assert!(
         db.delta_count(&id) >= deltas,
