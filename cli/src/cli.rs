@@ -109,10 +109,14 @@ pub struct RunCommandArgs {
     pub timeout_ms: Option<u64>,
     /// Sampling temperature (default: the command file's, else the provider's).
     #[arg(long, value_name = "T")]
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     /// The longest reply, in tokens (default: the command file's, else the provider's).
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u32>,
+    /// Turn on Anthropic's extended thinking with this many tokens for it (at least 1024, and
+    /// below --max-tokens); default: the command file's thinking_budget_tokens, else off.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1024..))]
+    pub thinking_budget: Option<u32>,
     /// Model calls one run may make: each round of tool calls costs one (default: the command
     /// file's, else 10). When the model still asks for tools, the run ends with a warning.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -127,6 +131,11 @@ pub struct RunCommandArgs {
     /// Continue the stored session named by --session-id.
     #[arg(long, requires = "session_id")]
     pub resume: bool,
+    /// Take the session over even if another process seems to hold it (a process on another
+    /// machine or container whose heartbeat has not expired yet, or one that hangs). That
+    /// process's next write fails and it stops. Use it only when you know the holder is gone.
+    #[arg(long, requires = "resume")]
+    pub steal_lease: bool,
     /// The timeline database (SQLite file) that keeps the session's log.
     #[arg(long, value_name = "PATH", conflicts_with = "timeline_dsn")]
     pub timeline_db: Option<PathBuf>,

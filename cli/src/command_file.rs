@@ -67,6 +67,8 @@ pub const RESERVED_FLAGS: &[&str] = &[
     "include-backend-events",
     "session-id",
     "resume",
+    "steal-lease",
+    "thinking-budget",
     "timeline-db",
     "timeline-dsn",
     "turns-db",
@@ -154,7 +156,7 @@ pub struct ProviderDefaults {
     #[serde(default)]
     pub script: Option<PathBuf>,
     #[serde(default)]
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     #[serde(default)]
     pub max_tokens: Option<u32>,
     /// Prices, for the cost of each call, run and session.

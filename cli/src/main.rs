@@ -2,11 +2,13 @@
 //! every log line goes to stderr.
 
 mod bench;
+mod bounded_lines;
 mod cli;
 mod command_file;
 mod inspect;
 mod persistence;
 mod run_command;
+mod same_file;
 mod signals;
 mod stdin_rpc;
 mod template;

@@ -7,8 +7,8 @@
 
 use std::path::PathBuf;
 
-use reel_engine::{EventLog, LogStore, SessionState, TurnStore, new_id};
-use reel_storage::{TimelineStore, open_timeline};
+use reel_engine::{EventLog, LogStore, SessionState, TurnStore, check_session_id, new_id};
+use reel_storage::{Access, Location, TimelineStore, open_timeline};
 
 use crate::cli::RunCommandArgs;
 
@@ -34,20 +34,28 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
         return Ok(None);
     };
     let session_id = args.session_id.clone().unwrap_or_else(new_id);
+    check_session_id(&session_id).map_err(|e| e.to_string())?;
     let mut timeline = match &timeline_at {
-        Some(location) => Some(open_timeline(location).await.map_err(|e| e.to_string())?),
+        Some(location) => Some(
+            open_timeline(location, Access::ReadWrite)
+                .await
+                .map_err(|e| e.to_string())?,
+        ),
         None => None,
     };
     let mut turns = match &turns_at {
-        Some(location) => Some(open_timeline(location).await.map_err(|e| e.to_string())?),
+        Some(location) => Some(
+            open_timeline(location, Access::ReadWrite)
+                .await
+                .map_err(|e| e.to_string())?,
+        ),
         None => None,
     };
-    let shown = without_password(
-        timeline_at
-            .as_ref()
-            .or(turns_at.as_ref())
-            .expect("one database at least"),
-    );
+    let shown = timeline_at
+        .as_ref()
+        .or(turns_at.as_ref())
+        .expect("one database at least")
+        .shown();
 
     let exists = match (&mut timeline, &mut turns) {
         (Some(store), _) => store.exists(&session_id).await,
@@ -74,7 +82,7 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
 
     let (state, log, entities_ordinal) = match (&mut timeline, &mut turns) {
         (Some(store), _) => {
-            store.lease(&session_id).await.map_err(|e| e.to_string())?;
+            take_lease(store, &session_id, args.steal_lease).await?;
             let stored = store.load(&session_id).await.map_err(|e| e.to_string())?;
             let entities_ordinal = stored.entities_ordinal;
             let (state, log) = stored
@@ -94,7 +102,7 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
                     reel_engine::ModelContextProjection::from_turn(turn.context, turn.model_calls);
                 state.usage = reel_engine::UsageProjection::from_session_total(turn.session_usage);
                 // Ordinals go on from the turn's, so the next turn sorts after it.
-                log = EventLog::continuing(turn.last_ordinal, Vec::new())?;
+                log = EventLog::after(turn.last_ordinal);
             }
             (state, log, 0)
         }
@@ -116,22 +124,45 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
     }))
 }
 
-/// Where the timeline and the turns are kept (a path or a DSN each; at least one).
-struct Locations {
-    timeline: Option<String>,
-    turns: Option<String>,
+/// Takes the session's lease; with `steal`, also from a process that seems alive, saying so.
+async fn take_lease(
+    store: &mut TimelineStore,
+    session_id: &str,
+    steal: bool,
+) -> Result<(), String> {
+    if !steal {
+        return store.lease(session_id).await.map_err(|e| e.to_string());
+    }
+    let overruled = store
+        .steal_lease(session_id)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(holder) = overruled {
+        tracing::warn!(
+            "--steal-lease: took session {session_id} over from {holder}; if that process still runs, its next write fails and it stops"
+        );
+    }
+    Ok(())
+}
+
+/// Where the timeline and the turns are kept (at least one).
+pub struct Locations {
+    pub timeline: Option<Location>,
+    pub turns: Option<Location>,
 }
 
 /// The databases the flags name; `None` when nothing is persisted.
-fn locations(args: &RunCommandArgs) -> Result<Option<Locations>, String> {
-    let timeline = args
-        .timeline_dsn
-        .clone()
-        .or_else(|| args.timeline_db.as_ref().map(|p| p.display().to_string()));
-    let turns = args
-        .turns_dsn
-        .clone()
-        .or_else(|| args.turns_db.as_ref().map(|p| p.display().to_string()));
+pub fn locations(args: &RunCommandArgs) -> Result<Option<Locations>, String> {
+    let chosen =
+        |dsn: &Option<String>, path: &Option<PathBuf>| -> Result<Option<Location>, String> {
+            match (dsn, path) {
+                (Some(dsn), _) => Location::dsn(dsn).map(Some).map_err(|e| e.to_string()),
+                (None, Some(path)) => Ok(Some(Location::path(path))),
+                (None, None) => Ok(None),
+            }
+        };
+    let timeline = chosen(&args.timeline_dsn, &args.timeline_db)?;
+    let turns = chosen(&args.turns_dsn, &args.turns_db)?;
     Ok(match (timeline, turns, &args.session_id) {
         (None, None, None) => None,
         (None, None, Some(_)) => {
@@ -143,8 +174,8 @@ fn locations(args: &RunCommandArgs) -> Result<Option<Locations>, String> {
                 turns.display()
             );
             Some(Locations {
-                timeline: Some(timeline.display().to_string()),
-                turns: Some(turns.display().to_string()),
+                timeline: Some(Location::path(timeline)),
+                turns: Some(Location::path(turns)),
             })
         }
         (timeline, turns, _) => Some(Locations { timeline, turns }),
@@ -162,35 +193,4 @@ pub fn data_folder() -> Result<PathBuf, String> {
         }
     };
     Ok(data.join("reel"))
-}
-
-/// `location` as it may appear in messages: a DSN's password is left out.
-fn without_password(location: &str) -> String {
-    let Some((scheme, rest)) = location.split_once("://") else {
-        return location.to_owned();
-    };
-    match rest.split_once('@') {
-        Some((credentials, host)) => {
-            let user = credentials
-                .split_once(':')
-                .map_or(credentials, |(user, _)| user);
-            format!("{scheme}://{user}@{host}")
-        }
-        None => location.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::without_password;
-
-    #[test]
-    fn passwords_never_reach_messages() {
-        assert_eq!(
-            without_password("postgres://me:secret@db:5432/x"),
-            "postgres://me@db:5432/x"
-        );
-        assert_eq!(without_password("postgres://me@db/x"), "postgres://me@db/x");
-        assert_eq!(without_password("/tmp/t.db"), "/tmp/t.db");
-    }
 }

@@ -4,7 +4,7 @@
 //! a terminal error if the run failed, and done last, also when the setup fails, when the user
 //! presses Ctrl-C and when reel itself hits an internal error.
 
-use std::{panic::AssertUnwindSafe, sync::Arc};
+use std::{panic::AssertUnwindSafe, path::Path, sync::Arc};
 
 use futures::FutureExt;
 use reel_engine::{
@@ -14,8 +14,8 @@ use reel_engine::{
 };
 use reel_proto::rpc::{self, HelloFrame};
 use reel_sinks::{
-    DebugFileSink, DocumentFormat, ResultDocumentSink, StdoutJsonlSink, TextSink, TimelineDbSink,
-    TurnsDbSink,
+    DebugFileSink, DocumentFormat, JsonlFrameSink, ResultDocumentSink, StdoutJsonlSink, TextSink,
+    TimelineDbSink, TurnsDbSink,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +23,7 @@ use crate::{
     cli::{Invocation, OutputMode, ProviderName, RunCommandArgs},
     command_file::ProviderDefaults,
     persistence,
+    same_file::{self, InUse},
     signals::SignalWatch,
     stdin_rpc,
 };
@@ -56,6 +57,9 @@ struct Prepared {
     provider: Box<dyn Provider>,
     settings: ModelSettings,
     tools: Toolbox,
+    /// Files the command reads (command file, script, tool programs), which no output may
+    /// overwrite.
+    reads: Vec<InUse>,
 }
 
 pub async fn run(invocation: Invocation) -> u8 {
@@ -72,11 +76,17 @@ pub async fn run(invocation: Invocation) -> u8 {
             None
         }
     };
-    let (mut fanout, capabilities, setup_error) = outputs(args);
-    let mut prepared = match setup_error {
-        Some(error) => Err(error),
-        None => prepare(&invocation),
-    };
+    let (mut fanout, mut capabilities) = outputs(args);
+    let mut prepared = prepare(&invocation);
+    if let (Ok(ready), Some(path)) = (&prepared, &args.debug_events_jsonl) {
+        match debug_file(args, path, &ready.reads) {
+            Ok(sink) => {
+                fanout.attach(Box::new(sink));
+                capabilities.push("debug-log");
+            }
+            Err(error) => prepared = Err(error),
+        }
+    }
     let opened = match &prepared {
         Ok(_) => persistence::open(args).await.unwrap_or_else(|error| {
             prepared = Err(error);
@@ -148,8 +158,8 @@ pub async fn run(invocation: Invocation) -> u8 {
     }
 }
 
-/// The sinks the flags ask for, the capabilities they add to hello, and a setup error.
-fn outputs(args: &crate::cli::RunCommandArgs) -> (Fanout, Vec<&'static str>, Option<String>) {
+/// The stdout sink the flags ask for, and the capabilities hello announces.
+fn outputs(args: &crate::cli::RunCommandArgs) -> (Fanout, Vec<&'static str>) {
     let mut fanout = Fanout::new();
     let mut capabilities = vec!["ui-events", "snapshot", "done"];
     if args.stdin_rpc {
@@ -176,22 +186,43 @@ fn outputs(args: &crate::cli::RunCommandArgs) -> (Fanout, Vec<&'static str>, Opt
         }
         (false, _) => fanout.attach(Box::new(TextSink::stdout())),
     }
-    let mut setup_error = None;
-    if let Some(path) = &args.debug_events_jsonl {
-        match DebugFileSink::create(path) {
-            Ok(sink) => {
-                fanout.attach(Box::new(sink));
-                capabilities.push("debug-log");
-            }
-            Err(error) => {
-                setup_error = Some(format!(
-                    "cannot create debug file {}: {error}",
-                    path.display()
-                ))
+    (fanout, capabilities)
+}
+
+/// The debug file's sink: refused when the path is a file the command uses for something else
+/// (creating the debug file truncates it).
+fn debug_file(
+    args: &RunCommandArgs,
+    path: &Path,
+    reads: &[InUse],
+) -> Result<JsonlFrameSink<std::fs::File>, String> {
+    let mut in_use = Vec::new();
+    if let Some(locations) = persistence::locations(args)? {
+        let databases = [
+            (locations.timeline, "the timeline database"),
+            (locations.turns, "the turns database"),
+        ];
+        for (location, what) in databases {
+            if let Some(db) = location.as_ref().and_then(|l| l.sqlite_path()) {
+                in_use.extend(InUse::database(db, what));
             }
         }
     }
-    (fanout, capabilities, setup_error)
+    in_use.extend(
+        reads
+            .iter()
+            .map(|used| InUse::new(&used.path, used.what.clone())),
+    );
+    if let Some(used) = same_file::clash(path, &in_use) {
+        return Err(format!(
+            "--debug-events-jsonl {} is {} ({}): writing the debug file there would destroy it; choose another path",
+            path.display(),
+            used.what,
+            used.path.display()
+        ));
+    }
+    DebugFileSink::create(path)
+        .map_err(|error| format!("cannot create debug file {}: {error}", path.display()))
 }
 
 /// One prompt, one run: snapshot, the run, the final snapshot, an error if it failed, done.
@@ -228,9 +259,12 @@ async fn one_shot(
         Ok(RunOutcome::Stopped) => (done_status::STOPPED, Ending::Stopped),
         Ok(RunOutcome::Failed(failure)) => {
             tracing::error!("the run failed: {}", failure.message);
-            session
-                .emit_error(&rid, failure.code, &failure.message, true)
-                .await;
+            // A storage failure is reported once, as the terminal error the done brings.
+            if !failure.is_storage() {
+                session
+                    .emit_error(&rid, failure.code, &failure.message, true)
+                    .await;
+            }
             (done_status::FAILED, Ending::Failed)
         }
         Err(panic) => {
@@ -347,9 +381,9 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
         (None, None) => None,
     };
     let provider: Box<dyn Provider> = match provider_name {
-        ProviderName::Scripted => match script_path {
+        ProviderName::Scripted => match &script_path {
             Some(path) => Box::new(ScriptedProvider::new(
-                Script::load(&path).map_err(|e| e.to_string())?,
+                Script::load(path).map_err(|e| e.to_string())?,
             )),
             None => Box::new(ScriptedProvider::echo()),
         },
@@ -387,11 +421,19 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
     // Tools never see the API key, whichever provider runs.
     let hidden_env = vec![key_variable(args, defaults, provider_name)];
     let tools = crate::toolbox::build(command, args.max_iterations, &hidden_env)?;
+    let mut reads = vec![InUse::new(&args.command_file, "the command file")];
+    reads.extend(script_path.map(|path| InUse::new(path, "the script")));
+    reads.extend(
+        crate::toolbox::programs(command)
+            .into_iter()
+            .map(|(name, program)| InUse::new(program, format!("tool {name}'s program"))),
+    );
     Ok(Prepared {
         prompt,
         system_prompt: command.system_prompt.clone(),
         provider,
         settings,
         tools,
+        reads,
     })
 }

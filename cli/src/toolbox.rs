@@ -73,3 +73,22 @@ pub fn build(
         .map(|toolbox| toolbox.with_first_call(command.tool_choice))
         .map_err(|e| format!("tools: {e}"))
 }
+
+/// The programs of `command`'s command tools that are paths (a bare name is looked up on
+/// PATH), by tool name, resolved as the toolbox resolves them.
+pub fn programs(command: &CommandFile) -> Vec<(String, std::path::PathBuf)> {
+    command
+        .tools
+        .iter()
+        .filter_map(|declared| match &declared.executor {
+            ExecutorDeclaration::Command(argv) => {
+                let program = argv.first().filter(|p| p.contains('/'))?;
+                Some((
+                    declared.name.clone(),
+                    command.resolve(std::path::Path::new(program)),
+                ))
+            }
+            ExecutorDeclaration::Client => None,
+        })
+        .collect()
+}

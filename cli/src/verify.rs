@@ -1,28 +1,23 @@
-//! `reel verify`: rebuilds a stored session from its log alone and reports every difference
-//! from what the database holds (its entities and its newest snapshot). Nothing is written.
+//! `reel verify SESSION`: rebuilds a stored session from its log alone and reports every
+//! difference from what the database holds (its entities and its newest snapshot). Nothing is
+//! written, and the log is read page by page, so a session of millions of events costs the
+//! memory of its timeline, not of its log.
 
-use std::path::PathBuf;
-
-use reel_engine::{LogStore, Projection, SessionState, TimelineProjection};
+use reel_engine::{LogStore, SessionState, TimelineProjection};
 use reel_proto::rpc::SnapshotEntity;
-use reel_storage::open_timeline;
+
+use crate::inspect::{Database, LogPages, printable};
 
 #[derive(clap::Args, Debug)]
 pub struct VerifyArgs {
     /// The session to check.
-    #[arg(long, value_name = "ID")]
-    pub session_id: String,
-    /// The timeline database (SQLite file).
-    #[arg(
-        long,
-        value_name = "PATH",
-        conflicts_with = "timeline_dsn",
-        required_unless_present = "timeline_dsn"
-    )]
-    pub timeline_db: Option<PathBuf>,
-    /// The timeline database as a DSN: sqlite://PATH or postgres://...
-    #[arg(long, value_name = "URL")]
-    pub timeline_dsn: Option<String>,
+    #[arg(value_name = "SESSION", required_unless_present = "session_id")]
+    pub session: Option<String>,
+    /// The session to check (the older spelling of SESSION).
+    #[arg(long, value_name = "ID", hide = true, conflicts_with = "session")]
+    pub session_id: Option<String>,
+    #[command(flatten)]
+    pub database: Database,
 }
 
 /// Exit status: 0 when the log, the entities and the snapshot agree, 1 otherwise.
@@ -43,54 +38,60 @@ pub async fn run(args: VerifyArgs) -> u8 {
 }
 
 async fn verify(args: &VerifyArgs) -> Result<Vec<String>, String> {
-    let location = args
-        .timeline_dsn
-        .clone()
-        .or_else(|| args.timeline_db.as_ref().map(|p| p.display().to_string()));
-    let mut store = open_timeline(&location.expect("clap requires a database"))
-        .await
-        .map_err(|e| e.to_string())?;
-    let id = &args.session_id;
-    if !store.exists(id).await.map_err(|e| e.to_string())? {
-        return Err(format!("there is no session {id:?} in this database"));
-    }
-    let events = store.events(id, 0).await.map_err(|e| e.to_string())?;
-    let mut problems = Vec::new();
-    for (at, entry) in events.iter().enumerate() {
-        if entry.ordinal != at as u64 + 1 {
-            problems.push(format!(
-                "the log has a gap: ordinal {} where {} was due",
-                entry.ordinal,
-                at + 1
-            ));
-            break;
-        }
-    }
-    println!("session {id}: {} events", events.len());
-
+    let id = args
+        .session
+        .as_deref()
+        .or(args.session_id.as_deref())
+        .expect("clap requires a session");
+    let mut reader = args.database.open().await?;
+    let summary = reader.find_session(id).await?;
+    let store = &mut reader.store;
     let (entities_ordinal, stored) = store.entities(id).await.map_err(|e| e.to_string())?;
-    let up_to = |ordinal: u64| events.iter().take_while(move |e| e.ordinal <= ordinal);
-    let mut rebuilt = TimelineProjection::replay(up_to(entities_ordinal))
-        .snapshot()
-        .entities;
-    rebuilt.sort_by(|a, b| (a.created_ordinal, &a.id).cmp(&(b.created_ordinal, &b.id)));
+    let snapshot = store.snapshot(id).await.map_err(|e| e.to_string())?;
+    let snapshot_ordinal = snapshot.ordinal();
+    println!("session {}: {} events", printable(id), summary.events);
+
+    // One pass over the log: the state is folded event by event and looked at when it
+    // reaches the entities' ordinal and the snapshot's.
+    let mut problems = Vec::new();
+    let mut replayed = SessionState::default();
+    let mut rebuilt = None;
+    let mut snapshot_agrees = None;
+    let mut check = |state: &SessionState| -> Result<(), String> {
+        let at = state.ordinal();
+        if at == entities_ordinal && rebuilt.is_none() {
+            rebuilt = Some(sorted_entities(&state.timeline));
+        }
+        if at == snapshot_ordinal && snapshot_ordinal > 0 && snapshot_agrees.is_none() {
+            let as_json =
+                |state: &SessionState| serde_json::to_value(state).map_err(|e| e.to_string());
+            snapshot_agrees = Some(as_json(&snapshot)? == as_json(state)?);
+        }
+        Ok(())
+    };
+    check(&replayed)?;
+    let pages = LogPages::new(store, id, 0, summary.events);
+    let read = pages
+        .each("verifying", |entry| {
+            replayed.apply(entry);
+            check(&replayed)
+        })
+        .await;
+    if let Err(error) = read {
+        problems.push(error);
+    }
+    let rebuilt = rebuilt.unwrap_or_default();
     compare_entities(&stored, &rebuilt, &mut problems);
     println!(
         "entities as of ordinal {entities_ordinal}: {} stored, {} rebuilt from the log",
         stored.len(),
         rebuilt.len()
     );
-
-    let snapshot = store.load(id).await.map_err(|e| e.to_string())?.state;
-    let snapshot_ordinal = snapshot.ordinal();
     if snapshot_ordinal > 0 {
-        let mut replayed = SessionState::default();
-        for entry in up_to(snapshot_ordinal) {
-            replayed.apply(entry);
-        }
-        let as_json = |state: &SessionState| serde_json::to_value(state).map_err(|e| e.to_string());
-        if as_json(&snapshot)? != as_json(&replayed)? {
-            problems.push(format!("the snapshot at ordinal {snapshot_ordinal} differs from a replay of the log up to it"));
+        if snapshot_agrees == Some(false) {
+            problems.push(format!(
+                "the snapshot at ordinal {snapshot_ordinal} differs from a replay of the log up to it"
+            ));
         }
         println!("snapshot at ordinal {snapshot_ordinal}: compared with a replay of the log");
     }
@@ -98,6 +99,13 @@ async fn verify(args: &VerifyArgs) -> Result<Vec<String>, String> {
         println!("OK: the log, the entities and the snapshot agree");
     }
     Ok(problems)
+}
+
+/// The timeline's entities in the order the store lists them.
+fn sorted_entities(timeline: &TimelineProjection) -> Vec<SnapshotEntity> {
+    let mut entities = timeline.snapshot().entities;
+    entities.sort_by(|a, b| (a.created_ordinal, &a.id).cmp(&(b.created_ordinal, &b.id)));
+    entities
 }
 
 fn compare_entities(

@@ -77,3 +77,46 @@ pub fn run_tally(events: &[Arc<LogEntry>]) -> (u64, Option<&'static str>) {
     }
     (runs, status)
 }
+
+/// The most characters of the first prompt a session's title keeps.
+pub const TITLE_CHARS: usize = 200;
+
+/// A session's title: its first prompt on one line (control characters, NUL included, become
+/// spaces; runs of whitespace one space), cut to [`TITLE_CHARS`] characters. A title is for
+/// lists; the prompt itself is in the log, byte for byte.
+pub fn session_title(prompt: &str) -> String {
+    let mut title = String::new();
+    let mut chars = 0;
+    for word in prompt
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+    {
+        if !title.is_empty() {
+            title.push(' ');
+            chars += 1;
+        }
+        for c in word.chars() {
+            if chars >= TITLE_CHARS {
+                return title;
+            }
+            title.push(c);
+            chars += 1;
+        }
+    }
+    title
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_title_is_one_clean_line() {
+        assert_eq!(
+            session_title("  What is\n\tthe\0weather?\u{1b}[31m "),
+            "What is the weather? [31m"
+        );
+        assert_eq!(session_title(&"x".repeat(500)).chars().count(), TITLE_CHARS);
+        assert_eq!(session_title(""), "");
+    }
+}

@@ -33,12 +33,12 @@ pub mod tools;
 pub mod usage;
 
 pub use anthropic::AnthropicProvider;
-pub use catalog::{SessionCatalog, SessionSummary, run_tally};
+pub use catalog::{SessionCatalog, SessionSummary, run_tally, session_title};
 pub use context::{ContextMessage, ContextRole, ContextToolCall, ModelContextProjection};
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use http_stream::HttpConfig;
-pub use id::new_id;
-pub use log::{EventLog, LogEntry};
+pub use id::{IdError, MAX_REQUEST_ID, MAX_SESSION_ID, check_request_id, check_session_id, new_id};
+pub use log::{EventLog, LogEntry, ordinal_error};
 pub use openai::OpenAiProvider;
 pub use output::{CommittedEvent, Output, OutputKind};
 pub use projection::Projection;
@@ -50,7 +50,9 @@ pub use scripted::{Repeat, Script, ScriptError, ScriptedProvider, Step};
 pub use server::{Incoming, ServeConfig, ServeEnd, serve};
 pub use session::{Session, done_status};
 pub use sink::{MemorySink, Sink, SinkError};
-pub use store::{Commit, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore};
+pub use store::{
+    Commit, LEASE_HEARTBEAT, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore,
+};
 pub use timeline::{OpenRun, TimelineProjection};
 pub use tools::{
     CommandTool, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool, ToolChoice, ToolDefinition, ToolExecutor,

@@ -38,14 +38,14 @@ impl LogEntry {
     }
 }
 
-/// An in-memory, append-only, gap-free sequence of [`LogEntry`].
+/// The session's place in its log: the ordinal of the newest entry.
 ///
-/// A resumed session keeps in memory only the entries after its snapshot: `base` is the
-/// ordinal before the first entry held (0 for a log held from its start).
+/// The log itself lives in the sinks that keep it (a timeline database, the debug file): the
+/// session only hands out the next ordinal. Holding every entry in memory would cost a few
+/// hundred bytes per streamed delta for the life of the process, and nothing reads them back.
 #[derive(Debug, Default)]
 pub struct EventLog {
-    base: u64,
-    entries: Vec<Arc<LogEntry>>,
+    last: u64,
 }
 
 impl EventLog {
@@ -53,56 +53,36 @@ impl EventLog {
         Self::default()
     }
 
-    /// A log whose entries up to `base` live elsewhere (a durable store), continuing with
-    /// `entries`, which must be numbered `base + 1, base + 2, ...`.
-    pub fn continuing(base: u64, entries: Vec<LogEntry>) -> Result<Self, String> {
-        for (at, entry) in entries.iter().enumerate() {
-            let expected = base + at as u64 + 1;
-            if entry.ordinal != expected {
-                return Err(format!(
-                    "the log has a gap: ordinal {} where {expected} was due",
-                    entry.ordinal
-                ));
-            }
-        }
-        Ok(Self {
-            base,
-            entries: entries.into_iter().map(Arc::new).collect(),
-        })
+    /// A log whose entries up to `ordinal` are already written (a resumed session).
+    pub fn after(ordinal: u64) -> Self {
+        Self { last: ordinal }
     }
 
-    /// Appends `event` with the next ordinal and returns the stored entry.
+    /// Appends `event` with the next ordinal and returns the entry.
     pub fn append(&mut self, event: Any) -> Arc<LogEntry> {
-        let entry = Arc::new(LogEntry {
-            ordinal: self.last_ordinal() + 1,
+        self.last += 1;
+        Arc::new(LogEntry {
+            ordinal: self.last,
             recorded_at_ms: now_ms(),
             event,
-        });
-        self.entries.push(Arc::clone(&entry));
-        entry
+        })
     }
 
     /// The ordinal of the newest entry; 0 for an empty log.
     pub fn last_ordinal(&self) -> u64 {
-        self.base + self.entries.len() as u64
+        self.last
     }
+}
 
-    /// The ordinal before the first entry held in memory.
-    pub fn base(&self) -> u64 {
-        self.base
-    }
-
-    /// All entries held, oldest first.
-    pub fn entries(&self) -> &[Arc<LogEntry>] {
-        &self.entries
-    }
-
-    /// The entries with ordinals `1..=ordinal`.
-    pub fn up_to(&self, ordinal: u64) -> &[Arc<LogEntry>] {
-        let end = usize::try_from(ordinal)
-            .unwrap_or(usize::MAX)
-            .min(self.entries.len());
-        &self.entries[..end]
+/// Why `found` cannot follow in a log where `expected` is due: a gap, or an ordinal seen twice.
+pub fn ordinal_error(found: u64, expected: u64) -> String {
+    if found < expected {
+        format!("ordinal {found} appears twice (or out of order): {expected} was due")
+    } else {
+        format!(
+            "the log has a gap: ordinal {found} where {expected} was due ({} missing)",
+            found - expected
+        )
     }
 }
 

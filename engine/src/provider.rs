@@ -16,7 +16,7 @@ use crate::{
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelSettings {
     pub model: String,
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     /// Prices the cost of each call's usage is computed with.
     pub pricing: Option<crate::usage::Pricing>,
@@ -46,6 +46,14 @@ pub struct ModelRequest {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ProviderEvent {
     ReasoningDelta(String),
+    /// The provider's signature of the reasoning just streamed (Anthropic's extended thinking):
+    /// it must go back with the conversation.
+    ReasoningSignature(String),
+    /// A reasoning block the provider sent encrypted, with no text to show; it must go back
+    /// with the conversation as it came.
+    RedactedReasoning(String),
+    /// The model the server says is answering (it may differ from the one asked for).
+    ResponseModel(String),
     TextDelta(String),
     /// The model began a tool call; `id` is the provider's call id.
     ToolCallStarted {

@@ -25,9 +25,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    id::new_id,
+    id::{check_request_id, check_session_id, new_id},
     provider::{ModelSettings, Provider},
-    run::{ActiveRun, RunEvent, RunOutcome, RunRequest},
+    run::{ActiveRun, RunEvent, RunFailure, RunOutcome, RunRequest},
     session::{Session, done_status},
     tools::{ToolOutput, Toolbox},
 };
@@ -65,8 +65,8 @@ pub enum ServeEnd {
 
 /// What every run of the session is made with.
 pub struct ServeConfig<'a> {
-    /// The session id was chosen before the first request (a stored session): requests must
-    /// name it or none.
+    /// The session id was chosen before the first request (`--session-id`, a stored session):
+    /// requests must name it or none, and never rename it.
     pub id_fixed: bool,
     pub provider: &'a dyn Provider,
     pub system_prompt: Option<String>,
@@ -117,8 +117,16 @@ impl<'a> Server<'a> {
         // Some(request id of the shutdown) once no more requests are read; None for end of input.
         let mut draining: Option<Option<Arc<str>>> = None;
         loop {
-            if self.session.storage_failed() {
-                self.stop_active().await;
+            if let Some(failure) = self.session.durable_failure() {
+                // Nothing more may happen that the log cannot record: the running submit
+                // fails at once, and no further request is read.
+                if let Some(mut run) = self.active.take() {
+                    let outcome = self
+                        .session
+                        .fail_run(&mut run, RunFailure::storage(&failure))
+                        .await;
+                    self.answer_submit(&run, &outcome).await;
+                }
                 return ServeEnd::StorageFailed;
             }
             if interrupt.is_cancelled() {
@@ -188,7 +196,10 @@ impl<'a> Server<'a> {
         self.session
             .emit_snapshot_since(rid, run.ordinal_before())
             .await;
-        if let RunOutcome::Failed(failure) = outcome {
+        // A storage failure is reported once, as the terminal error the done brings.
+        if let RunOutcome::Failed(failure) = outcome
+            && !failure.is_storage()
+        {
             self.session
                 .emit_error(rid, failure.code, &failure.message, false)
                 .await;
@@ -251,6 +262,12 @@ impl<'a> Server<'a> {
     }
 
     async fn request(&mut self, line: RpcRequestLine) -> Next {
+        if let Err(error) = check_request_id(&line.request_id) {
+            // An id over the limit is not an id: it is never echoed.
+            return self
+                .refuse(&Arc::from(""), "invalid_request_id", &error.to_string())
+                .await;
+        }
         let rid: Arc<str> = if line.request_id.is_empty() {
             Arc::from(new_id())
         } else {
@@ -264,8 +281,16 @@ impl<'a> Server<'a> {
             );
             return self.refuse(&rid, "unsupported_version", &message).await;
         }
+        if !line.session_id.is_empty()
+            && let Err(error) = check_session_id(&line.session_id)
+        {
+            return self
+                .refuse(&rid, "invalid_session_id", &error.to_string())
+                .await;
+        }
         let other_session = !line.session_id.is_empty() && line.session_id != self.session.id();
-        if other_session && (self.bound || !self.session.bind_id(&line.session_id)) {
+        let fixed = self.bound || self.config.id_fixed;
+        if other_session && (fixed || !self.session.bind_id(&line.session_id)) {
             let message = format!(
                 "this process serves session {:?}, not {:?}; start another process for another session",
                 self.session.id(),

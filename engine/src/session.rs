@@ -25,6 +25,9 @@ use crate::{
     usage::UsageProjection,
 };
 
+/// The error code of a durable sink's failure (the timeline or turns database).
+pub const STORAGE_FAILED: &str = "storage_failed";
+
 /// `done.status` values.
 pub mod done_status {
     pub const OK: &str = "ok";
@@ -41,8 +44,8 @@ pub struct Session {
     context: ModelContextProjection,
     usage: UsageProjection,
     outputs: Fanout,
-    /// Set once a durable sink has failed.
-    storage_failed: bool,
+    /// Set once the terminal `storage_failed` error has been written.
+    storage_failure_reported: bool,
 }
 
 impl Session {
@@ -55,7 +58,7 @@ impl Session {
             context: ModelContextProjection::new(),
             usage: UsageProjection::new(),
             outputs,
-            storage_failed: false,
+            storage_failure_reported: false,
         }
     }
 
@@ -79,7 +82,7 @@ impl Session {
             context: state.context,
             usage: state.usage,
             outputs,
-            storage_failed: false,
+            storage_failure_reported: false,
         }
     }
 
@@ -129,6 +132,7 @@ impl Session {
             duration_ms: 0,
             usage: Some(self.usage.run()),
             session_usage: Some(self.usage.session()),
+            interrupted: true,
         };
         self.append(request_id, failed).await;
         true
@@ -243,15 +247,15 @@ impl Session {
     pub async fn emit_done(&mut self, request_id: &Arc<str>, status: &str) {
         let mut status = status;
         if let Err(failure) = self.outputs.wait_committed(self.log.last_ordinal()).await {
-            if !self.storage_failed {
+            if !self.storage_failure_reported {
+                self.storage_failure_reported = true;
                 let message = format!(
                     "{} failed; what came after the last done may not be stored: {}",
                     failure.sink, failure.message
                 );
-                self.emit_error(request_id, "storage_failed", &message, true)
+                self.emit_error(request_id, STORAGE_FAILED, &message, true)
                     .await;
             }
-            self.storage_failed = true;
             status = done_status::FAILED;
         }
         let done = DoneFrame {
@@ -261,9 +265,19 @@ impl Session {
             .await;
     }
 
+    /// Waits until every durable sink has committed the log so far. Called before each side
+    /// effect of a run (a model call, a tool execution): when the database has failed, nothing
+    /// more may happen that the log could not record.
+    pub async fn storage_holds(&mut self) -> Result<(), SinkFailure> {
+        self.outputs.wait_committed(self.log.last_ordinal()).await
+    }
+
     /// Whether a durable sink has failed: continuing would lose data, so the session must end.
     pub fn storage_failed(&self) -> bool {
-        self.storage_failed
+        self.outputs
+            .failures()
+            .iter()
+            .any(|failure| failure.durable)
     }
 
     /// Closes the sinks, waits until each has written everything, and returns the failures.

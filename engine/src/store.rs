@@ -4,7 +4,7 @@
 //! and snapshots of the projections' state, so that resuming does not replay from ordinal 1.
 //! The engine defines what a store must do; `reel-storage` implements it for SQLite.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use reel_proto::rpc::SnapshotEntity;
 
@@ -47,16 +47,20 @@ pub struct StoredSession {
 
 impl StoredSession {
     /// Replays the events after the snapshot: the state as of the newest stored ordinal, and the
-    /// log that continues from the snapshot. Fails on a gap in the stored ordinals.
+    /// log that continues from there. Fails on a gap or a repeated ordinal.
     pub fn replay(self) -> Result<(SessionState, crate::EventLog), String> {
         let StoredSession {
             mut state, events, ..
         } = self;
-        let log = crate::EventLog::continuing(state.ordinal(), events)?;
-        for entry in log.entries() {
+        let mut last = state.ordinal();
+        for entry in &events {
+            if entry.ordinal != last + 1 {
+                return Err(crate::log::ordinal_error(entry.ordinal, last + 1));
+            }
             state.apply(entry);
+            last = entry.ordinal;
         }
-        Ok((state, log))
+        Ok((state, crate::EventLog::after(last)))
     }
 }
 
@@ -88,6 +92,9 @@ pub enum StoreError {
     /// The store's data is not what reel wrote: it is left untouched.
     #[error("{0}")]
     Damaged(String),
+    /// The database belongs to another program (or a newer reel): it is left untouched.
+    #[error("{0}")]
+    Foreign(String),
     /// The database failed (locked, read-only, full, unreachable).
     #[error("{0}")]
     Database(String),
@@ -119,6 +126,9 @@ pub trait TurnStore: Send + 'static {
     async fn latest_turn(&mut self, session_id: &str) -> Result<Option<Turn>, StoreError>;
 }
 
+/// How often a writer renews its lease ([`LogStore::renew_lease`]) while it holds a session.
+pub const LEASE_HEARTBEAT: Duration = Duration::from_secs(5);
+
 /// A durable home for session logs.
 #[async_trait::async_trait]
 pub trait LogStore: Send + 'static {
@@ -127,6 +137,20 @@ pub trait LogStore: Send + 'static {
 
     /// Takes the session for this process, or fails at once if another live process holds it.
     async fn lease(&mut self, session_id: &str) -> Result<(), StoreError>;
+
+    /// Takes the session even from a process that seems alive, and says from whom (`None` when
+    /// nobody held it). The old holder's next write fails: it no longer owns the session.
+    async fn steal_lease(&mut self, session_id: &str) -> Result<Option<String>, StoreError>;
+
+    /// Tells the store this process still holds the session (stores whose leases expire
+    /// without it). Fails when the session's lease now belongs to another process.
+    async fn renew_lease(&mut self, _session_id: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Deletes the session: its events, entities, snapshots and turns. Call it holding the
+    /// session's lease, so no writer is in the middle of it.
+    async fn remove(&mut self, session_id: &str) -> Result<(), StoreError>;
 
     /// The state at the session's newest snapshot (the empty state when it has none).
     async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError>;

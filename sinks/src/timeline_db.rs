@@ -12,7 +12,8 @@
 use std::sync::Arc;
 
 use reel_engine::{
-    Commit, LogEntry, LogStore, OutputBatch, OutputKind, SessionState, Sink, SinkError,
+    Commit, LEASE_HEARTBEAT, LogEntry, LogStore, OutputBatch, OutputKind, SessionState, Sink,
+    SinkError, session_title,
 };
 use reel_proto::Any;
 use tokio::sync::{mpsc, watch};
@@ -78,7 +79,7 @@ impl<S: LogStore> TimelineDbSink<S> {
                     self.state.apply(entry);
                     match &entry.event {
                         Any::ChatUserMessageAccepted(m) if !self.title_known => {
-                            *title = Some(m.text.clone());
+                            *title = Some(session_title(&m.text));
                             self.title_known = true;
                         }
                         Any::ChatRunFinished(_)
@@ -128,7 +129,7 @@ impl<S: LogStore> TimelineDbSink<S> {
         self.store
             .commit(&self.session_id, &commit)
             .await
-            .map_err(|e| SinkError::Io(std::io::Error::other(e.to_string())))?;
+            .map_err(store_failed)?;
         if materialize {
             self.entities_ordinal = ordinal;
         }
@@ -152,7 +153,22 @@ impl<S: LogStore> Sink for TimelineDbSink<S> {
     ) -> Result<(), SinkError> {
         let mut pending = Vec::new();
         let mut title = None;
-        while let Some(batch) = input.recv().await {
+        // While the session waits (for a request, for a slow model), the lease is renewed, so
+        // that another host never takes a session whose writer is alive.
+        let mut heartbeat = tokio::time::interval(LEASE_HEARTBEAT);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let batch = tokio::select! {
+                batch = input.recv() => batch,
+                _ = heartbeat.tick() => {
+                    self.store
+                        .renew_lease(&self.session_id)
+                        .await
+                        .map_err(store_failed)?;
+                    continue;
+                }
+            };
+            let Some(batch) = batch else { break };
             let mut run_ended = self.absorb(&batch, &mut pending, &mut title);
             while pending.len() < MAX_PENDING {
                 match input.try_recv() {
@@ -161,11 +177,16 @@ impl<S: LogStore> Sink for TimelineDbSink<S> {
                 }
             }
             self.commit(&mut pending, &mut title, run_ended).await?;
+            heartbeat.reset();
         }
         self.commit(&mut pending, &mut title, true).await?;
         self.store
             .release(&self.session_id)
             .await
-            .map_err(|e| SinkError::Io(std::io::Error::other(e.to_string())))
+            .map_err(store_failed)
     }
+}
+
+fn store_failed(error: reel_engine::StoreError) -> SinkError {
+    SinkError::Io(std::io::Error::other(error.to_string()))
 }

@@ -1,11 +1,52 @@
 //! Who owns a session: the identity of this process, and whether another owner still lives.
 //!
 //! A lease names its owner as `host/pid/start`, the start being the process's start time from
-//! /proc (so a reused pid is not mistaken for the owner). A lease whose owner has died (killed,
-//! crashed) is free: resuming after `kill -9` must work. An owner on another host cannot be
-//! checked and counts as alive.
+//! /proc (so a reused pid is not mistaken for the owner), and carries a heartbeat that its
+//! owner renews every [`HEARTBEAT`] while it holds the session. An owner on this host is alive
+//! while its process runs: a lease whose owner has died (killed, crashed) is free at once, so
+//! resuming after `kill -9` works. An owner on another host (or in another container on the
+//! same volume) cannot be looked at, so it is alive while its heartbeat is younger than
+//! [`EXPIRY`]: a machine that vanished frees its sessions after that long.
 
-use std::sync::OnceLock;
+use std::{sync::OnceLock, time::Duration};
+
+/// How often a holder renews its lease.
+pub use reel_engine::LEASE_HEARTBEAT as HEARTBEAT;
+/// A lease of another host whose heartbeat is older than this is free.
+pub const EXPIRY: Duration = Duration::from_secs(30);
+
+/// Who holds a lease, judged from its row.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Holder {
+    /// Nobody that counts: this process, a dead process, or an expired lease.
+    Free,
+    /// A live process (or another host's, heartbeat fresh); how long since its heartbeat.
+    Live { silent: Duration },
+}
+
+/// Judges the lease row (`owner`, last heartbeat at `heartbeat_ms`) at `now_ms`.
+pub fn holder(owner: &str, heartbeat_ms: i64, now_ms: i64) -> Holder {
+    let silent = Duration::from_millis(now_ms.saturating_sub(heartbeat_ms).max(0) as u64);
+    if owner == this_process() {
+        return Holder::Free;
+    }
+    let alive = match parse(owner) {
+        Some((host, pid, start)) if host == host_name() => start_time(pid) == Some(start),
+        _ => silent < EXPIRY,
+    };
+    if alive {
+        Holder::Live { silent }
+    } else {
+        Holder::Free
+    }
+}
+
+/// `host/pid/start`, split.
+fn parse(owner: &str) -> Option<(&str, u32, u64)> {
+    let mut parts = owner.rsplitn(3, '/');
+    let (start, pid, host) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((host, pid.parse().ok()?, start.parse().ok()?))
+}
 
 /// This process, as a lease owner.
 pub fn this_process() -> &'static str {
@@ -14,24 +55,6 @@ pub fn this_process() -> &'static str {
         let pid = std::process::id();
         format!("{}/{pid}/{}", host_name(), start_time(pid).unwrap_or(0))
     })
-}
-
-/// Whether the process named by `owner` is running (and is not this one).
-pub fn held_by_another(owner: &str) -> bool {
-    if owner == this_process() {
-        return false;
-    }
-    let mut parts = owner.rsplitn(3, '/');
-    let (Some(start), Some(pid), Some(host)) = (parts.next(), parts.next(), parts.next()) else {
-        return true;
-    };
-    if host != host_name() {
-        return true;
-    }
-    match (pid.parse::<u32>(), start.parse::<u64>()) {
-        (Ok(pid), Ok(start)) => start_time(pid) == Some(start),
-        _ => true,
-    }
 }
 
 fn host_name() -> String {
@@ -53,8 +76,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn this_process_is_not_another_and_a_dead_one_holds_nothing() {
-        assert!(!held_by_another(this_process()));
+    fn this_process_is_free_a_live_one_is_not_and_a_dead_one_is() {
+        let now = 1_000_000;
+        assert_eq!(holder(this_process(), 0, now), Holder::Free);
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
@@ -65,13 +89,27 @@ mod tests {
             child.id(),
             start_time(child.id()).unwrap()
         );
-        assert!(held_by_another(&owner));
+        // A live process on this host holds its lease however old its heartbeat.
+        assert!(matches!(holder(&owner, 0, now), Holder::Live { .. }));
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(!held_by_another(&owner), "a dead owner holds nothing");
-        assert!(
-            held_by_another("elsewhere/1/1"),
-            "another host cannot be checked"
+        assert_eq!(
+            holder(&owner, now, now),
+            Holder::Free,
+            "a dead owner holds nothing"
         );
+    }
+
+    #[test]
+    fn another_hosts_lease_lives_while_its_heartbeat_is_fresh() {
+        let now = 10_000_000;
+        let fresh = now - 1_000;
+        let stale = now - EXPIRY.as_millis() as i64 - 1;
+        assert!(matches!(
+            holder("elsewhere/1/1", fresh, now),
+            Holder::Live { .. }
+        ));
+        assert_eq!(holder("elsewhere/1/1", stale, now), Holder::Free);
+        assert!(matches!(holder("garbled", fresh, now), Holder::Live { .. }));
     }
 }

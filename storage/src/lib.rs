@@ -1,15 +1,23 @@
 //! Durable stores for reel sessions: the engine's [`reel_engine::LogStore`] over SQLite
 //! ([`SqliteStore`], one file) and PostgreSQL ([`PostgresStore`], shared by many processes and
-//! machines). [`open_timeline`] picks one from a path or a DSN.
+//! machines). [`open_timeline`] opens one from a [`Location`] (a path or a DSN) for reading or
+//! writing; a database that is not reel's is refused untouched.
 
 mod lease;
+mod location;
 mod postgres;
 mod postgres_catalog;
+mod postgres_turns;
 mod rows;
+mod schema;
 mod sqlite;
 mod sqlite_catalog;
+mod sqlite_file;
+mod sqlite_turns;
 mod timeline_store;
 
+pub use lease::{EXPIRY as LEASE_EXPIRY, HEARTBEAT as LEASE_HEARTBEAT};
+pub use location::{Access, Location, without_password};
 pub use postgres::{NOTIFY_CHANNEL, PostgresStore};
 pub use sqlite::SqliteStore;
 pub use timeline_store::{TimelineStore, open_timeline};

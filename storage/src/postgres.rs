@@ -5,23 +5,39 @@
 //! when the connection ends, so a killed process frees its sessions by itself. Events go in with
 //! one `INSERT ... SELECT FROM UNNEST(...)` per commit (about 100k rows/s) instead of a
 //! statement per row (about 0.5k/s).
+//!
+//! reel's tables live in the connection's current schema (the first of its `search_path`, which
+//! a DSN sets with `?options=-csearch_path%3DNAME`). Other programs' tables may share that
+//! schema; tables named like reel's without reel's migration table, or another program's
+//! migration table, make reel refuse the database untouched. A read-only store's connection
+//! refuses every write.
 
 use std::str::FromStr;
 
 use reel_engine::{
-    Commit, LogEntry, LogStore, SessionCatalog, SessionState, StoreError, Turn, TurnStore,
-    run_tally,
+    Commit, LogEntry, LogStore, SessionCatalog, SessionState, StoreError, run_tally,
 };
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{Connection, PgConnection, Row, postgres::PgConnectOptions};
 
-use crate::rows::{
-    context_from, context_json, entity_from, entity_json, event_json, now_ms, to_i64,
-    usage_columns, usage_from,
+use crate::{
+    Access,
+    rows::{entity_from, entity_json, event_json, now_ms, to_i64},
+    schema::{self, MIGRATION_TABLE, POSTGRES_MIGRATIONS, REEL_TABLES, Schema},
 };
 
 /// The channel every commit notifies, with the session id as payload.
 pub const NOTIFY_CHANNEL: &str = "reel_events";
+
+/// How a commit's lease check finds the holder of a session's advisory lock (a bigint lock
+/// shows in pg_locks as classid, the high half, and objid, the low half).
+pub(crate) const LOCK_HOLDER: &str = "SELECT l.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid, \
+     (SELECT hashtextextended($1, 0) AS h) k \
+     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
+     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+     AND l.classid::text::bigint = ((k.h >> 32) & 4294967295) \
+     AND l.objid::text::bigint = (k.h & 4294967295) \
+     AND l.pid <> pg_backend_pid() LIMIT 1";
 
 /// A timeline database on a PostgreSQL server.
 pub struct PostgresStore {
@@ -31,8 +47,10 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects to `dsn` (`postgres://user@host:port/database`) and migrates the schema.
-    pub async fn connect(dsn: &str) -> Result<Self, StoreError> {
+    /// Connects to `dsn` (`postgres://user@host:port/database`). For writing, reel's schema is
+    /// created or brought up to date; for reading, it must be there and current, and the
+    /// connection refuses writes.
+    pub async fn connect(dsn: &str, access: Access) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(dsn)
             .map_err(|e| StoreError::Database(format!("invalid PostgreSQL DSN: {e}")))?
             .application_name(&format!("reel/{}", std::process::id()));
@@ -46,20 +64,99 @@ impl PostgresStore {
         let mut conn = PgConnection::connect_with(&options)
             .await
             .map_err(|e| StoreError::Database(format!("cannot connect to {shown}: {e}")))?;
-        sqlx::migrate!("../migrations/postgres")
-            .run(&mut conn)
+        let schema = read_schema(&mut conn)
             .await
-            .map_err(|e| {
-                StoreError::Damaged(format!(
-                    "{shown}: the timeline schema cannot be migrated ({e}); nothing was changed"
-                ))
-            })?;
+            .map_err(|e| StoreError::Database(format!("cannot read the schema of {shown}: {e}")))?;
+        match (schema, access) {
+            (Err(why), _) => {
+                return Err(StoreError::Foreign(format!(
+                    "{shown} is not a reel timeline database: {why}; it was left untouched (give reel a schema of its own with ?options=-csearch_path%3Dreel)"
+                )));
+            }
+            (Ok(Schema::Empty), Access::ReadOnly) => {
+                return Err(StoreError::NotFound(format!(
+                    "{shown} holds no reel timeline yet (a writing command such as run-command --session-id creates one)"
+                )));
+            }
+            (Ok(Schema::Reel { pending }), Access::ReadOnly) if pending > 0 => {
+                return Err(StoreError::Database(format!(
+                    "{shown} was written by an older reel; a writing command (run-command --resume, replay, fork) upgrades it, and read-only commands never change a database"
+                )));
+            }
+            (Ok(_), Access::ReadOnly) => {
+                sqlx::query("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+                    .execute(&mut conn)
+                    .await
+                    .map_err(|e| StoreError::Database(format!("{shown}: {e}")))?;
+            }
+            (Ok(_), Access::ReadWrite) => {
+                POSTGRES_MIGRATIONS.run(&mut conn).await.map_err(|e| {
+                    StoreError::Database(format!("cannot bring {shown} up to reel's schema: {e}"))
+                })?;
+            }
+        }
         Ok(Self { conn, shown })
     }
 
     pub(crate) fn error(&self, error: &sqlx::Error) -> StoreError {
         StoreError::Database(format!("timeline database {}: {error}", self.shown))
     }
+
+    /// The server process holding `session_id`'s lock, and its application name.
+    async fn lock_holder(&mut self, session_id: &str) -> Result<Option<(i32, String)>, StoreError> {
+        let row = sqlx::query(LOCK_HOLDER)
+            .bind(session_id)
+            .fetch_optional(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        Ok(row.map(|row| {
+            (
+                row.get(0),
+                row.get::<Option<String>, _>(1).unwrap_or_default(),
+            )
+        }))
+    }
+
+    async fn try_lock(&mut self, session_id: &str) -> Result<bool, StoreError> {
+        let locked = sqlx::query("SELECT pg_try_advisory_lock(hashtextextended($1, 0))")
+            .bind(session_id)
+            .fetch_one(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?
+            .get(0);
+        Ok(locked)
+    }
+}
+
+/// What the connection's current schema holds: reel's schema, nothing of reel's, or why reel
+/// must not touch it.
+async fn read_schema(conn: &mut PgConnection) -> Result<Result<Schema, String>, sqlx::Error> {
+    let tables: Vec<String> = sqlx::query(
+        "SELECT c.relname::text FROM pg_class c \
+         WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()) \
+         AND c.relkind IN ('r', 'p', 'v', 'm') ORDER BY 1",
+    )
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| row.get(0))
+    .collect();
+    if tables.iter().any(|t| t == MIGRATION_TABLE) {
+        let applied: Vec<schema::Applied> =
+            sqlx::query("SELECT version, checksum, success FROM _sqlx_migrations ORDER BY version")
+                .fetch_all(&mut *conn)
+                .await?
+                .iter()
+                .map(|row| (row.get(0), row.get(1), row.get(2)))
+                .collect();
+        return Ok(schema::judge(&applied, &POSTGRES_MIGRATIONS));
+    }
+    // Other programs' tables may share a PostgreSQL schema; only reel's names matter here.
+    let clashing: Vec<String> = tables
+        .into_iter()
+        .filter(|t| REEL_TABLES.contains(&t.as_str()))
+        .collect();
+    Ok(schema::judge_tables(&clashing))
 }
 
 fn db(error: sqlx::Error) -> StoreError {
@@ -78,26 +175,58 @@ impl LogStore for PostgresStore {
     }
 
     async fn lease(&mut self, session_id: &str) -> Result<(), StoreError> {
-        let locked: bool = sqlx::query("SELECT pg_try_advisory_lock(hashtextextended($1, 0))")
-            .bind(session_id)
-            .fetch_one(&mut self.conn)
-            .await
-            .map_err(|e| self.error(&e))?
-            .get(0);
-        if !locked {
+        if self.try_lock(session_id).await? {
+            return Ok(());
+        }
+        let holder = match self.lock_holder(session_id).await? {
+            Some((_, name)) if !name.is_empty() => format!(" ({name})"),
+            _ => String::new(),
+        };
+        Err(StoreError::Busy(format!(
+            "session {session_id:?} is open in another process{holder} on {}; one process writes a session at a time (--steal-lease takes it over, ending that process's connection)",
+            self.shown
+        )))
+    }
+
+    async fn steal_lease(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
+        if self.try_lock(session_id).await? {
+            return Ok(None);
+        }
+        let Some((pid, name)) = self.lock_holder(session_id).await? else {
             return Err(StoreError::Busy(format!(
-                "session {session_id:?} is open in another process on {}; one process writes a session at a time",
+                "session {session_id:?} is locked on {} by a connection reel cannot see (another database user?)",
                 self.shown
             )));
-        }
-        let now = now_ms();
-        sqlx::query("INSERT INTO sessions (session_id, created_at, updated_at) VALUES ($1, $2, $2) ON CONFLICT (session_id) DO NOTHING")
-            .bind(session_id)
-            .bind(now)
+        };
+        // The lock is the holder's connection's: ending the connection frees it.
+        sqlx::query("SELECT pg_terminate_backend($1)")
+            .bind(pid)
             .execute(&mut self.conn)
             .await
             .map_err(|e| self.error(&e))?;
-        Ok(())
+        for _ in 0..50 {
+            if self.try_lock(session_id).await? {
+                return Ok(Some(format!("{name} (server process {pid})")));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        Err(StoreError::Busy(format!(
+            "session {session_id:?} on {} is still locked 5 s after ending its holder's connection",
+            self.shown
+        )))
+    }
+
+    async fn remove(&mut self, session_id: &str) -> Result<(), StoreError> {
+        let mut tx = self.conn.begin().await.map_err(db)?;
+        for table in ["events", "entities", "snapshots", "turns", "sessions"] {
+            let sql = format!("DELETE FROM {table} WHERE session_id = $1");
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+        }
+        tx.commit().await.map_err(db)
     }
 
     async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError> {
@@ -158,6 +287,15 @@ impl LogStore for PostgresStore {
         };
         let shown = self.shown.clone();
         let mut tx = self.conn.begin().await.map_err(db)?;
+        // A session's row is made by its first commit, so a writer that fails before storing
+        // anything leaves no empty session behind.
+        let now = now_ms();
+        sqlx::query("INSERT INTO sessions (session_id, created_at, updated_at) VALUES ($1, $2, $2) ON CONFLICT (session_id) DO NOTHING")
+            .bind(session_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
         let stored: i64 =
             sqlx::query("SELECT last_ordinal FROM sessions WHERE session_id = $1 FOR UPDATE")
                 .bind(session_id)
@@ -273,66 +411,5 @@ impl LogStore for PostgresStore {
             .await
             .map_err(|e| self.error(&e))?;
         Ok(())
-    }
-}
-
-#[async_trait::async_trait]
-impl TurnStore for PostgresStore {
-    async fn save_turn(&mut self, turn: &Turn) -> Result<(), StoreError> {
-        let query = sqlx::query(
-            "INSERT INTO turns (session_id, run_id, status, last_ordinal, model_calls, context_json, created_at, \
-             input_tokens, output_tokens, cached_tokens, cost_usd, \
-             session_input_tokens, session_output_tokens, session_cached_tokens, session_cost_usd) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT (session_id, run_id) DO UPDATE SET status = excluded.status, \
-             last_ordinal = excluded.last_ordinal, model_calls = excluded.model_calls, context_json = excluded.context_json, \
-             input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, \
-             cached_tokens = excluded.cached_tokens, cost_usd = excluded.cost_usd, \
-             session_input_tokens = excluded.session_input_tokens, session_output_tokens = excluded.session_output_tokens, \
-             session_cached_tokens = excluded.session_cached_tokens, session_cost_usd = excluded.session_cost_usd",
-        )
-        .bind(&turn.session_id)
-        .bind(&turn.run_id)
-        .bind(&turn.status)
-        .bind(to_i64(turn.last_ordinal))
-        .bind(to_i64(turn.model_calls))
-        .bind(context_json(&turn.context)?)
-        .bind(now_ms());
-        let (input, output, cached, cost) = usage_columns(&turn.usage);
-        let query = query.bind(input).bind(output).bind(cached).bind(cost);
-        let (input, output, cached, cost) = usage_columns(&turn.session_usage);
-        let query = query.bind(input).bind(output).bind(cached).bind(cost);
-        query
-            .execute(&mut self.conn)
-            .await
-            .map_err(|e| self.error(&e))?;
-        Ok(())
-    }
-
-    async fn latest_turn(&mut self, session_id: &str) -> Result<Option<Turn>, StoreError> {
-        let row = sqlx::query(
-            "SELECT run_id, status, last_ordinal, model_calls, context_json, \
-             input_tokens, output_tokens, cached_tokens, cost_usd, \
-             session_input_tokens, session_output_tokens, session_cached_tokens, session_cost_usd \
-             FROM turns WHERE session_id = $1 \
-             ORDER BY last_ordinal DESC LIMIT 1",
-        )
-        .bind(session_id)
-        .fetch_optional(&mut self.conn)
-        .await
-        .map_err(|e| self.error(&e))?;
-        row.map(|row| {
-            let run_id: String = row.get(0);
-            Ok(Turn {
-                session_id: session_id.to_owned(),
-                context: context_from(session_id, &run_id, row.get(4))?,
-                status: row.get(1),
-                last_ordinal: row.get::<i64, _>(2) as u64,
-                model_calls: row.get::<i64, _>(3) as u64,
-                usage: usage_from(row.get(5), row.get(6), row.get(7), row.get(8)),
-                session_usage: usage_from(row.get(9), row.get(10), row.get(11), row.get(12)),
-                run_id,
-            })
-        })
-        .transpose()
     }
 }

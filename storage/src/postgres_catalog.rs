@@ -7,6 +7,7 @@ use sqlx::{Row, postgres::PgRow};
 
 use crate::{
     PostgresStore,
+    postgres::LOCK_HOLDER,
     rows::{event_from, state_from, to_i64},
 };
 
@@ -89,20 +90,11 @@ impl SessionCatalog for PostgresStore {
     }
 
     async fn writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
-        // A bigint advisory lock shows in pg_locks as classid (high half) and objid (low half).
-        let row = sqlx::query(
-            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid, \
-             (SELECT hashtextextended($1, 0) AS h) k \
-             WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
-             AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-             AND l.classid::text::bigint = ((k.h >> 32) & 4294967295) \
-             AND l.objid::text::bigint = (k.h & 4294967295) \
-             AND l.pid <> pg_backend_pid() LIMIT 1",
-        )
-        .bind(session_id)
-        .fetch_optional(&mut self.conn)
-        .await
-        .map_err(|e| self.error(&e))?;
-        Ok(row.map(|row| row.get::<Option<String>, _>(0).unwrap_or_default()))
+        let row = sqlx::query(LOCK_HOLDER)
+            .bind(session_id)
+            .fetch_optional(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        Ok(row.map(|row| row.get::<Option<String>, _>(1).unwrap_or_default()))
     }
 }

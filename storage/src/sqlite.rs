@@ -3,14 +3,19 @@
 //!
 //! One connection, WAL journal, `synchronous = NORMAL`: a committed transaction survives the
 //! process being killed. Writes start with `BEGIN IMMEDIATE`, so a second writer waits for the
-//! busy timeout instead of failing halfway. A file that is not reel's database is refused and
-//! left as it is; nothing here ever deletes or "resets" data.
+//! busy timeout instead of failing halfway. Before anything is opened for writing, the file is
+//! inspected ([`crate::sqlite_file`]): reel creates a new file or migrates its own, and refuses
+//! anything else untouched. Read-only commands open a read-only connection and never create or
+//! migrate. Every commit checks that the file at the path is still the one reel opened, and
+//! that this process still holds the session's lease.
 
-use std::{path::Path, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use reel_engine::{
-    Commit, LogEntry, LogStore, SessionCatalog, SessionState, StoreError, Turn, TurnStore,
-    run_tally,
+    Commit, LogEntry, LogStore, SessionCatalog, SessionState, StoreError, run_tally,
 };
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{
@@ -19,46 +24,97 @@ use sqlx::{
 };
 
 use crate::{
-    lease,
-    rows::{
-        context_from, context_json, entity_from, entity_json, event_json, now_ms, to_i64,
-        usage_columns, usage_from,
-    },
+    Access, lease,
+    rows::{entity_from, entity_json, event_json, now_ms, to_i64},
+    schema::{SQLITE_MIGRATIONS, Schema},
+    sqlite_file::{self, FileState, Identity},
 };
 
 /// Rows per multi-row INSERT: one statement costs about 10 us in sqlx, a row far less.
 const ROWS_PER_STATEMENT: usize = 200;
+/// How long a statement waits for another program's write lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A timeline database in one SQLite file.
 pub struct SqliteStore {
     pub(crate) conn: SqliteConnection,
+    /// The path, for messages.
     pub(crate) path: String,
+    file: PathBuf,
+    /// The file opened for writing, to notice it being deleted or replaced.
+    identity: Option<Identity>,
 }
 
 impl SqliteStore {
-    /// Opens (creating it, and its folder, if missing) and migrates the database at `path`.
-    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+    /// Opens the database at `path`. For writing, a missing or empty file becomes a new
+    /// database (its folder is created) and reel's own is migrated; for reading, the file must
+    /// hold reel's current schema. Anything else is refused and left untouched.
+    pub async fn open(path: &Path, access: Access) -> Result<Self, StoreError> {
         let shown = path.display().to_string();
-        if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(folder).map_err(|e| {
-                StoreError::Database(format!("cannot create the folder of {shown}: {e}"))
-            })?;
-        }
+        let state = sqlite_file::inspect(path).await?;
         let options = SqliteConnectOptions::new()
             .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(5));
+            .busy_timeout(BUSY_TIMEOUT);
+        let options = match (access, state) {
+            (Access::ReadOnly, FileState::Missing) => {
+                return Err(StoreError::NotFound(format!(
+                    "there is no timeline database at {shown}"
+                )));
+            }
+            (Access::ReadOnly, FileState::Empty | FileState::Database(Schema::Empty)) => {
+                return Err(StoreError::NotFound(format!(
+                    "{shown} holds no reel timeline yet (a writing command such as run-command --session-id creates one)"
+                )));
+            }
+            (Access::ReadOnly, FileState::Database(Schema::Reel { pending })) if pending > 0 => {
+                return Err(StoreError::Database(format!(
+                    "{shown} was written by an older reel; a writing command (run-command --resume, replay, fork) upgrades it, and read-only commands never change a database"
+                )));
+            }
+            (Access::ReadOnly, FileState::Database(_)) => {
+                let conn = sqlite_file::read_only_connection(path)
+                    .await
+                    .map_err(|e| open_error(&shown, &e))?;
+                return Ok(Self {
+                    conn,
+                    path: shown,
+                    file: path.to_path_buf(),
+                    identity: None,
+                });
+            }
+            (Access::ReadWrite, state) => {
+                if state == FileState::Missing
+                    && let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty())
+                {
+                    std::fs::create_dir_all(folder).map_err(|e| {
+                        StoreError::Database(format!("cannot create the folder of {shown}: {e}"))
+                    })?;
+                }
+                options
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal)
+            }
+        };
         let mut conn = options
             .connect()
             .await
             .map_err(|e| open_error(&shown, &e))?;
-        sqlx::migrate!("../migrations/sqlite")
-            .run(&mut conn)
-            .await
-            .map_err(|e| open_error(&shown, &e))?;
-        Ok(Self { conn, path: shown })
+        let mut identity = None;
+        if access == Access::ReadWrite {
+            SQLITE_MIGRATIONS.run(&mut conn).await.map_err(|e| {
+                StoreError::Database(format!("cannot bring {shown} up to reel's schema: {e}"))
+            })?;
+            identity = Some(Identity::of(path).map_err(|e| {
+                StoreError::Database(format!("cannot look at {shown} after opening it: {e}"))
+            })?);
+        }
+        Ok(Self {
+            conn,
+            path: shown,
+            file: path.to_path_buf(),
+            identity,
+        })
     }
 
     /// `PRAGMA integrity_check`: "ok" for a sound file.
@@ -88,7 +144,16 @@ impl SqliteStore {
         StoreError::Database(format!("timeline database {}: {error}{hint}", self.path))
     }
 
-    /// Runs `work` inside `BEGIN IMMEDIATE ... COMMIT`, rolling back on error.
+    /// Fails when the file reel opened is no longer the file at the path.
+    fn check_file(&self) -> Result<(), StoreError> {
+        match &self.identity {
+            Some(identity) => identity.check(&self.file),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `work` inside `BEGIN IMMEDIATE ... COMMIT`, rolling back on error, and then checks
+    /// that the commit landed in the file at the path.
     async fn immediate<T>(
         &mut self,
         work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, StoreError>,
@@ -103,6 +168,7 @@ impl SqliteStore {
                     .execute(&mut self.conn)
                     .await
                     .map_err(|e| self.error(&e))?;
+                self.check_file()?;
                 Ok(value)
             }
             Err(error) => {
@@ -116,15 +182,71 @@ impl SqliteStore {
             }
         }
     }
+
+    /// Takes the session's lease inside a write transaction; `steal` takes it from a live
+    /// holder too. Returns the previous holder that was overruled.
+    async fn take_lease(
+        &mut self,
+        session_id: &str,
+        steal: bool,
+    ) -> Result<Option<String>, StoreError> {
+        let session_id = session_id.to_owned();
+        let path = self.path.clone();
+        self.immediate(async move |conn| {
+            let now = now_ms();
+            let row = sqlx::query("SELECT owner, heartbeat_at FROM leases WHERE session_id = ?")
+                .bind(&session_id)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db)?;
+            let mut overruled = None;
+            if let Some(row) = row {
+                let owner: String = row.get(0);
+                if let lease::Holder::Live { silent } = lease::holder(&owner, row.get(1), now) {
+                    if !steal {
+                        return Err(StoreError::Busy(format!(
+                            "session {session_id:?} is open in another process ({owner}, last heartbeat {} s ago) on {path}; one process writes a session at a time (--steal-lease takes it over if that process is gone)",
+                            silent.as_secs()
+                        )));
+                    }
+                    overruled = Some(format!("{owner}, last heartbeat {} s ago", silent.as_secs()));
+                }
+            }
+            sqlx::query("INSERT INTO leases (session_id, owner, acquired_at, heartbeat_at) VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at")
+                .bind(&session_id)
+                .bind(lease::this_process())
+                .bind(now)
+                .bind(now)
+                .execute(&mut *conn)
+                .await
+                .map_err(db)?;
+            Ok(overruled)
+        })
+        .await
+    }
+}
+
+/// Renews this process's lease of `session_id`; fails when another process holds it now.
+async fn renew(conn: &mut SqliteConnection, session_id: &str) -> Result<(), StoreError> {
+    let renewed =
+        sqlx::query("UPDATE leases SET heartbeat_at = ? WHERE session_id = ? AND owner = ?")
+            .bind(now_ms())
+            .bind(session_id)
+            .bind(lease::this_process())
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+    if renewed.rows_affected() == 0 {
+        return Err(StoreError::Busy(format!(
+            "this process no longer holds session {session_id:?}: another process took its lease (--steal-lease); it stops writing"
+        )));
+    }
+    Ok(())
 }
 
 fn open_error(path: &str, error: &dyn std::fmt::Display) -> StoreError {
     let text = error.to_string();
-    if text.contains("not a database") || text.contains("malformed") || text.contains("migration") {
-        StoreError::Damaged(format!(
-            "{path} is not a reel timeline database or is damaged ({text}); it was left untouched"
-        ))
-    } else if read_only(path) {
+    if read_only(path) {
         StoreError::Database(format!(
             "cannot open timeline database {path}: it is read-only, and reel writes to it (and to its -wal and -shm files beside it) ({text})"
         ))
@@ -154,35 +276,36 @@ impl LogStore for SqliteStore {
     }
 
     async fn lease(&mut self, session_id: &str) -> Result<(), StoreError> {
+        self.take_lease(session_id, false).await.map(drop)
+    }
+
+    async fn steal_lease(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
+        self.take_lease(session_id, true).await
+    }
+
+    async fn renew_lease(&mut self, session_id: &str) -> Result<(), StoreError> {
+        renew(&mut self.conn, session_id)
+            .await
+            .map_err(|e| match e {
+                StoreError::Database(message) => {
+                    StoreError::Database(format!("timeline database {}: {message}", self.path))
+                }
+                other => other,
+            })?;
+        self.check_file()
+    }
+
+    async fn remove(&mut self, session_id: &str) -> Result<(), StoreError> {
         let session_id = session_id.to_owned();
-        let path = self.path.clone();
         self.immediate(async move |conn| {
-            let holder: Option<String> = sqlx::query("SELECT owner FROM leases WHERE session_id = ?")
-                .bind(&session_id)
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(db)?
-                .map(|row| row.get(0));
-            if let Some(owner) = holder.filter(|owner| lease::held_by_another(owner)) {
-                return Err(StoreError::Busy(format!(
-                    "session {session_id:?} is open in another process ({owner}) on {path}; one process writes a session at a time"
-                )));
+            for table in ["events", "entities", "snapshots", "turns", "sessions"] {
+                let sql = format!("DELETE FROM {table} WHERE session_id = ?");
+                sqlx::query(AssertSqlSafe(sql))
+                    .bind(&session_id)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db)?;
             }
-            let now = now_ms();
-            sqlx::query("INSERT INTO leases (session_id, owner, acquired_at) VALUES (?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, acquired_at = excluded.acquired_at")
-                .bind(&session_id)
-                .bind(lease::this_process())
-                .bind(now)
-                .execute(&mut *conn)
-                .await
-                .map_err(db)?;
-            sqlx::query("INSERT INTO sessions (session_id, created_at, updated_at) VALUES (?, ?, ?) ON CONFLICT (session_id) DO NOTHING")
-                .bind(&session_id)
-                .bind(now)
-                .bind(now)
-                .execute(&mut *conn)
-                .await
-                .map_err(db)?;
             Ok(())
         })
         .await
@@ -247,12 +370,29 @@ impl LogStore for SqliteStore {
         let session_id = session_id.to_owned();
         let path = self.path.clone();
         self.immediate(async move |conn| {
-            let stored: i64 = sqlx::query("SELECT last_ordinal FROM sessions WHERE session_id = ?")
+            renew(&mut *conn, &session_id).await?;
+            // A session's row is made by its first commit, so a writer that fails before
+            // storing anything leaves no empty session behind.
+            let stored: Option<i64> = sqlx::query("SELECT last_ordinal FROM sessions WHERE session_id = ?")
                 .bind(&session_id)
-                .fetch_one(&mut *conn)
+                .fetch_optional(&mut *conn)
                 .await
                 .map_err(db)?
-                .get(0);
+                .map(|row| row.get(0));
+            let stored = match stored {
+                Some(stored) => stored,
+                None => {
+                    let now = now_ms();
+                    sqlx::query("INSERT INTO sessions (session_id, created_at, updated_at) VALUES (?, ?, ?)")
+                        .bind(&session_id)
+                        .bind(now)
+                        .bind(now)
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(db)?;
+                    0
+                }
+            };
             if let Some(first) = commit.events.first()
                 && first.ordinal != stored as u64 + 1
             {
@@ -303,67 +443,6 @@ impl LogStore for SqliteStore {
             .await
             .map_err(|e| self.error(&e))?;
         self.checkpoint().await
-    }
-}
-
-#[async_trait::async_trait]
-impl TurnStore for SqliteStore {
-    async fn save_turn(&mut self, turn: &Turn) -> Result<(), StoreError> {
-        let query = sqlx::query(
-            "INSERT INTO turns (session_id, run_id, status, last_ordinal, model_calls, context_json, created_at, \
-             input_tokens, output_tokens, cached_tokens, cost_usd, \
-             session_input_tokens, session_output_tokens, session_cached_tokens, session_cost_usd) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, run_id) DO UPDATE SET status = excluded.status, \
-             last_ordinal = excluded.last_ordinal, model_calls = excluded.model_calls, context_json = excluded.context_json, \
-             input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, \
-             cached_tokens = excluded.cached_tokens, cost_usd = excluded.cost_usd, \
-             session_input_tokens = excluded.session_input_tokens, session_output_tokens = excluded.session_output_tokens, \
-             session_cached_tokens = excluded.session_cached_tokens, session_cost_usd = excluded.session_cost_usd",
-        )
-        .bind(&turn.session_id)
-        .bind(&turn.run_id)
-        .bind(&turn.status)
-        .bind(to_i64(turn.last_ordinal))
-        .bind(to_i64(turn.model_calls))
-        .bind(context_json(&turn.context)?)
-        .bind(now_ms());
-        let (input, output, cached, cost) = usage_columns(&turn.usage);
-        let query = query.bind(input).bind(output).bind(cached).bind(cost);
-        let (input, output, cached, cost) = usage_columns(&turn.session_usage);
-        let query = query.bind(input).bind(output).bind(cached).bind(cost);
-        query
-            .execute(&mut self.conn)
-            .await
-            .map_err(|e| self.error(&e))?;
-        Ok(())
-    }
-
-    async fn latest_turn(&mut self, session_id: &str) -> Result<Option<Turn>, StoreError> {
-        let row = sqlx::query(
-            "SELECT run_id, status, last_ordinal, model_calls, context_json, \
-             input_tokens, output_tokens, cached_tokens, cost_usd, \
-             session_input_tokens, session_output_tokens, session_cached_tokens, session_cost_usd \
-             FROM turns WHERE session_id = ? \
-             ORDER BY last_ordinal DESC LIMIT 1",
-        )
-        .bind(session_id)
-        .fetch_optional(&mut self.conn)
-        .await
-        .map_err(|e| self.error(&e))?;
-        row.map(|row| {
-            let run_id: String = row.get(0);
-            Ok(Turn {
-                session_id: session_id.to_owned(),
-                context: context_from(session_id, &run_id, row.get(4))?,
-                status: row.get(1),
-                last_ordinal: row.get::<i64, _>(2) as u64,
-                model_calls: row.get::<i64, _>(3) as u64,
-                usage: usage_from(row.get(5), row.get(6), row.get(7), row.get(8)),
-                session_usage: usage_from(row.get(9), row.get(10), row.get(11), row.get(12)),
-                run_id,
-            })
-        })
-        .transpose()
     }
 }
 

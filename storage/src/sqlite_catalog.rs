@@ -6,7 +6,7 @@ use sqlx::{Row, sqlite::SqliteRow};
 
 use crate::{
     SqliteStore, lease,
-    rows::{event_from, state_from, to_i64},
+    rows::{event_from, now_ms, state_from, to_i64},
 };
 
 const SUMMARY_COLUMNS: &str =
@@ -88,12 +88,17 @@ impl SessionCatalog for SqliteStore {
     }
 
     async fn writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
-        let owner: Option<String> = sqlx::query("SELECT owner FROM leases WHERE session_id = ?")
+        let row = sqlx::query("SELECT owner, heartbeat_at FROM leases WHERE session_id = ?")
             .bind(session_id)
             .fetch_optional(&mut self.conn)
             .await
-            .map_err(|e| self.error(&e))?
-            .map(|row| row.get(0));
-        Ok(owner.filter(|owner| lease::held_by_another(owner)))
+            .map_err(|e| self.error(&e))?;
+        Ok(row.and_then(|row| {
+            let owner: String = row.get(0);
+            match lease::holder(&owner, row.get(1), now_ms()) {
+                lease::Holder::Live { .. } => Some(owner),
+                lease::Holder::Free => None,
+            }
+        }))
     }
 }

@@ -1,15 +1,13 @@
 //! Choosing a store from what the user gave: a file path or a DSN. The same store serves as a
 //! timeline database and as a turns database (one schema holds both).
 
-use std::path::Path;
-
 use reel_engine::{
     Commit, LogEntry, LogStore, SessionCatalog, SessionState, SessionSummary, StoreError, Turn,
     TurnStore,
 };
 use reel_proto::rpc::SnapshotEntity;
 
-use crate::{PostgresStore, SqliteStore};
+use crate::{Access, Location, PostgresStore, SqliteStore};
 
 /// A timeline database of either kind.
 pub enum TimelineStore {
@@ -17,17 +15,20 @@ pub enum TimelineStore {
     Postgres(PostgresStore),
 }
 
-/// Opens `sqlite://PATH`, `postgres://...` / `postgresql://...`, or a plain file path.
-pub async fn open_timeline(location: &str) -> Result<TimelineStore, StoreError> {
-    if location.starts_with("postgres://") || location.starts_with("postgresql://") {
-        return PostgresStore::connect(location)
+/// Opens the database at `location` for `access` (see [`SqliteStore::open`] and
+/// [`PostgresStore::connect`]).
+pub async fn open_timeline(
+    location: &Location,
+    access: Access,
+) -> Result<TimelineStore, StoreError> {
+    match location {
+        Location::Sqlite(path) => SqliteStore::open(path, access)
             .await
-            .map(TimelineStore::Postgres);
+            .map(TimelineStore::Sqlite),
+        Location::Postgres(dsn) => PostgresStore::connect(dsn, access)
+            .await
+            .map(TimelineStore::Postgres),
     }
-    let path = location.strip_prefix("sqlite://").unwrap_or(location);
-    SqliteStore::open(Path::new(path))
-        .await
-        .map(TimelineStore::Sqlite)
 }
 
 macro_rules! delegate {
@@ -47,6 +48,18 @@ impl LogStore for TimelineStore {
 
     async fn lease(&mut self, session_id: &str) -> Result<(), StoreError> {
         delegate!(self, store => store.lease(session_id).await)
+    }
+
+    async fn steal_lease(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
+        delegate!(self, store => store.steal_lease(session_id).await)
+    }
+
+    async fn renew_lease(&mut self, session_id: &str) -> Result<(), StoreError> {
+        delegate!(self, store => store.renew_lease(session_id).await)
+    }
+
+    async fn remove(&mut self, session_id: &str) -> Result<(), StoreError> {
+        delegate!(self, store => store.remove(session_id).await)
     }
 
     async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError> {

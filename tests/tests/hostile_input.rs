@@ -45,15 +45,40 @@ fn every_bad_line_gets_one_error_and_the_session_carries_on() {
             "e1",
             "empty_prompt",
         ),
+        // A request id that can be read is echoed whatever else is wrong with the line.
         (
             b"{\"requestId\":\"u1\",\"submit\":{\"prompt\":\"\xff\xfe\"}}".to_vec(),
-            "",
+            "u1",
             "invalid_request_json",
         ),
         (
             b"{\"requestId\":\"n1\",\0\"snapshot\":{}}".to_vec(),
-            "",
+            "n1",
             "invalid_request_json",
+        ),
+        (
+            format!(
+                r#"{{"requestId":"d1","submit":{{"prompt":{}}}}}"#,
+                "[".repeat(1000)
+            )
+            .into_bytes(),
+            "d1",
+            "invalid_request_json",
+        ),
+        (
+            br#"{"version":99999999999,"requestId":"v2","snapshot":{}}"#.to_vec(),
+            "v2",
+            "unsupported_version",
+        ),
+        // An id over the limit is no id: refused, and never echoed.
+        (
+            format!(
+                r#"{{"requestId":"{}","snapshot":{{}}}}"#,
+                "r".repeat(1 << 20)
+            )
+            .into_bytes(),
+            "",
+            "invalid_request_id",
         ),
         (nested.into_bytes(), "", "invalid_request_json"),
         (
@@ -61,7 +86,7 @@ fn every_bad_line_gets_one_error_and_the_session_carries_on() {
             "v1",
             "unsupported_version",
         ),
-        (huge.into_bytes(), "", "request_too_large"),
+        (huge.into_bytes(), "big", "request_too_large"),
         (
             br#"{"requestId":"t1","submit":{"prompt":1}}"#.to_vec(),
             "t1",

@@ -20,7 +20,7 @@ use reel_engine::{
     scripted::Repeat,
 };
 use reel_sinks::TimelineDbSink;
-use reel_storage::open_timeline;
+use reel_storage::{Access, Location, open_timeline};
 use sqlx::{Connection, PgConnection, Row};
 
 pub async fn run(
@@ -30,13 +30,69 @@ pub async fn run(
 ) -> Result<bool, String> {
     let mut ok = true;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let mut databases = vec![Database::Sqlite(dir.path().to_path_buf())];
-    databases.extend(postgres.map(Database::Postgres));
-    for database in &databases {
-        ok &= bench_database(database, deltas, resume_events).await?;
+    ok &= bench_database(
+        &Database::Sqlite(dir.path().to_path_buf()),
+        deltas,
+        resume_events,
+    )
+    .await?;
+    println!();
+    if let Some(dsn) = postgres {
+        // A schema of the bench's own, dropped at the end: the bench leaves nothing behind.
+        let schema = Schema::create(&dsn).await?;
+        let measured = bench_database(
+            &Database::Postgres(schema.dsn.clone()),
+            deltas,
+            resume_events,
+        )
+        .await;
+        schema.drop().await?;
+        ok &= measured?;
         println!();
     }
     Ok(ok)
+}
+
+/// A PostgreSQL schema made for one bench run.
+struct Schema {
+    /// The server's DSN.
+    server: String,
+    name: String,
+    /// A DSN whose connections work in the schema.
+    dsn: String,
+}
+
+impl Schema {
+    async fn create(server: &str) -> Result<Self, String> {
+        let name = format!("reel_bench_{}", std::process::id());
+        let mut conn = PgConnection::connect(server)
+            .await
+            .map_err(|e| format!("cannot connect to {server}: {e}"))?;
+        let sql = format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        let separator = if server.contains('?') { '&' } else { '?' };
+        let dsn = format!("{server}{separator}options=-csearch_path%3D{name}");
+        Ok(Self {
+            server: server.to_owned(),
+            name,
+            dsn,
+        })
+    }
+
+    async fn drop(self) -> Result<(), String> {
+        let mut conn = PgConnection::connect(&self.server)
+            .await
+            .map_err(|e| e.to_string())?;
+        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
 }
 
 /// A database to measure.
@@ -56,10 +112,10 @@ impl Database {
     }
 
     /// Where the session `session` is stored.
-    fn location(&self, session: &str) -> String {
+    fn location(&self, session: &str) -> Location {
         match self {
-            Database::Sqlite(folder) => folder.join(format!("{session}.db")).display().to_string(),
-            Database::Postgres(dsn) => dsn.clone(),
+            Database::Sqlite(folder) => Location::path(folder.join(format!("{session}.db"))),
+            Database::Postgres(dsn) => Location::Postgres(dsn.clone()),
         }
     }
 
@@ -125,7 +181,7 @@ async fn bench_database(
         let session = format!("bench-{}", new_id());
         store_reply(&database.location(&session), &session, events as u64).await?;
         let started = Instant::now();
-        let mut store = open_timeline(&database.location(&session))
+        let mut store = open_timeline(&database.location(&session), Access::ReadWrite)
             .await
             .map_err(|e| e.to_string())?;
         let stored = store.load(&session).await.map_err(|e| e.to_string())?;
@@ -144,11 +200,13 @@ async fn bench_database(
 /// Streams a reply of `deltas` text deltas into a new timeline database; returns the events
 /// stored and the seconds from the prompt to the commit of its last event.
 pub(super) async fn store_reply(
-    location: &str,
+    location: &Location,
     session_id: &str,
     deltas: u64,
 ) -> Result<(u64, f64), String> {
-    let mut store = open_timeline(location).await.map_err(|e| e.to_string())?;
+    let mut store = open_timeline(location, Access::ReadWrite)
+        .await
+        .map_err(|e| e.to_string())?;
     store.lease(session_id).await.map_err(|e| e.to_string())?;
     let (sink, committed) = TimelineDbSink::new(store, session_id, SessionState::default(), 0);
     let mut fanout = Fanout::new();

@@ -14,11 +14,12 @@ use std::{
 
 use reel_engine::{Commit, LogEntry, LogStore, new_id};
 use reel_proto::chat::{ChatRunFinished, ChatRunStarted, ChatUserMessageAccepted};
-use reel_storage::open_timeline;
+use reel_storage::{Access, Location, open_timeline};
 
 pub async fn run(events: usize, sessions: usize) -> Result<bool, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let db = dir.path().join("export.db").display().to_string();
+    let location = Location::path(&db);
     println!("reel bench: reel export of a stored session (one process per export)");
     println!(
         "{:>10} {:>9} {:>10} {:>14} {:>14}",
@@ -27,7 +28,7 @@ pub async fn run(events: usize, sessions: usize) -> Result<bool, String> {
     let mut peaks = Vec::new();
     for deltas in [events / 10, events] {
         let session = format!("export-{}", new_id());
-        super::durable::store_reply(&db, &session, deltas as u64).await?;
+        super::durable::store_reply(&location, &session, deltas as u64).await?;
         for format in ["jsonl", "html"] {
             let out = dir.path().join(format!("{session}.{format}"));
             let (seconds, peak) = measure(&[
@@ -54,7 +55,7 @@ pub async fn run(events: usize, sessions: usize) -> Result<bool, String> {
         "peak RSS, ten times the events / the shorter session: jsonl {jsonl:.2}, html {html:.2} (must stay below 3)"
     );
 
-    add_sessions(&db, sessions).await?;
+    add_sessions(&location, sessions).await?;
     let (seconds, peak) = measure(&["sessions", "--json", "--timeline-db", &db])?;
     println!(
         "reel sessions --json over {} sessions (two of them long): {seconds:.3} s, peak RSS {peak} KiB",
@@ -91,8 +92,10 @@ fn measure(args: &[&str]) -> Result<(f64, u64), String> {
 }
 
 /// Adds `count` small sessions (a prompt and a finished run each) to the database.
-async fn add_sessions(location: &str, count: usize) -> Result<(), String> {
-    let mut store = open_timeline(location).await.map_err(|e| e.to_string())?;
+async fn add_sessions(location: &Location, count: usize) -> Result<(), String> {
+    let mut store = open_timeline(location, Access::ReadWrite)
+        .await
+        .map_err(|e| e.to_string())?;
     for n in 0..count {
         let id = format!("listed-{n:06}");
         store.lease(&id).await.map_err(|e| e.to_string())?;

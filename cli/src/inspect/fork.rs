@@ -11,7 +11,7 @@ use std::sync::Arc;
 use reel_engine::{Commit, LogStore, SessionState};
 use reel_proto::Any;
 
-use super::{Database, LogPages, find_session, progress};
+use super::{Database, LogPages, progress};
 
 #[derive(clap::Args, Debug)]
 pub struct ForkArgs {
@@ -28,9 +28,11 @@ pub struct ForkArgs {
 }
 
 pub async fn run(args: ForkArgs) -> Result<(), String> {
+    // The writer first: it brings a database an older reel wrote up to date.
+    let mut writer = args.database.open_for_writing().await?;
     let mut reader = args.database.open().await?;
-    let mut writer = args.database.open().await?;
-    let summary = find_session(&mut reader, &args.session_id).await?;
+    let summary = reader.find_session(&args.session_id).await?;
+    let mut reader = reader.store;
     if args.at > summary.events {
         return Err(format!(
             "session {:?} has {} events; it cannot be forked at {}",
@@ -38,9 +40,7 @@ pub async fn run(args: ForkArgs) -> Result<(), String> {
         ));
     }
     let new = args.new_session.as_str();
-    if new.is_empty() {
-        return Err("the new session needs an id".into());
-    }
+    reel_engine::check_session_id(new).map_err(|e| format!("--new-session: {e}"))?;
     if writer.exists(new).await.map_err(|e| e.to_string())? {
         return Err(format!(
             "there is a session {new:?} already; pick another id"
@@ -78,7 +78,7 @@ async fn copy(
         let mut events = Vec::with_capacity(page.len());
         for entry in page {
             if let (None, Any::ChatUserMessageAccepted(m)) = (&title, &entry.event) {
-                title = Some(m.text.clone());
+                title = Some(reel_engine::session_title(&m.text));
             }
             state.apply(&entry);
             events.push(Arc::new(entry));

@@ -4,9 +4,11 @@
 //! Every view is derived from the log alone, page by page ([`LogPages`]), so it can be taken at
 //! any ordinal and costs memory for the session's content, never for its number of events.
 
+mod capture;
 pub mod export;
 pub mod fork;
 pub mod frames;
+mod printable;
 pub mod progress;
 pub mod replay;
 pub mod sessions;
@@ -16,11 +18,16 @@ pub mod transcript;
 
 use std::path::PathBuf;
 
-use reel_engine::{LogEntry, SessionCatalog, SessionSummary};
-use reel_storage::{TimelineStore, open_timeline};
+pub use printable::{is_bidi_control, one_line, printable};
+
+use reel_engine::{LogEntry, SessionCatalog, SessionSummary, StoreError, ordinal_error};
+use reel_storage::{Access, Location, TimelineStore, open_timeline};
 
 /// Events read per query: large enough that paging costs little, small enough to stay flat.
 const PAGE: u32 = 4096;
+
+/// How to pick another database, for messages about the one that was read.
+const CHOOSE_ANOTHER: &str = "--timeline-db PATH or --timeline-dsn URL reads another database";
 
 /// Which timeline database a command reads.
 #[derive(clap::Args, Debug, Clone)]
@@ -35,41 +42,70 @@ pub struct Database {
 }
 
 impl Database {
-    /// Where the database is: a path or a DSN.
-    pub fn location(&self) -> Result<String, String> {
+    /// Where the database is.
+    pub fn location(&self) -> Result<Location, String> {
         if let Some(dsn) = &self.timeline_dsn {
-            return Ok(dsn.clone());
+            return Location::dsn(dsn).map_err(|e| e.to_string());
         }
         let path = match &self.timeline_db {
             Some(path) => path.clone(),
             None => crate::persistence::data_folder()?.join("timeline.db"),
         };
-        Ok(path.display().to_string())
+        Ok(Location::path(path))
     }
 
-    /// Opens an existing database; a SQLite file that is not there is an error, not a new
-    /// empty database.
-    pub async fn open(&self) -> Result<TimelineStore, String> {
+    /// Whether no flag chose the database (it is the user's default one).
+    pub fn is_default(&self) -> bool {
+        self.timeline_db.is_none() && self.timeline_dsn.is_none()
+    }
+
+    /// Opens an existing database for writing (fork, rm): it must be reel's already.
+    pub async fn open_for_writing(&self) -> Result<TimelineStore, String> {
         let location = self.location()?;
-        let is_dsn = location.contains("://") && !location.starts_with("sqlite://");
-        let path = location.strip_prefix("sqlite://").unwrap_or(&location);
-        if !is_dsn && !std::path::Path::new(path).exists() {
-            return Err(format!("there is no timeline database at {path}"));
+        if let Some(path) = location.sqlite_path().filter(|path| !path.exists()) {
+            return Err(format!(
+                "there is no timeline database at {} ({CHOOSE_ANOTHER})",
+                path.display()
+            ));
         }
-        open_timeline(&location).await.map_err(|e| e.to_string())
+        open_timeline(&location, Access::ReadWrite)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Opens the database for reading: it is never created, migrated or changed.
+    pub async fn open(&self) -> Result<Reader, String> {
+        let location = self.location()?;
+        match open_timeline(&location, Access::ReadOnly).await {
+            Ok(store) => Ok(Reader { store, location }),
+            Err(StoreError::NotFound(message)) if self.is_default() => Err(format!(
+                "{message} (the default database; {CHOOSE_ANOTHER})"
+            )),
+            Err(error) => Err(error.to_string()),
+        }
     }
 }
 
-/// The session's summary, or an error naming what is missing.
-pub async fn find_session(
-    store: &mut TimelineStore,
-    session_id: &str,
-) -> Result<SessionSummary, String> {
-    store
-        .summary(session_id)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("there is no session {session_id:?} in this database"))
+/// A timeline database opened for reading, and where it is.
+pub struct Reader {
+    pub store: TimelineStore,
+    pub location: Location,
+}
+
+impl Reader {
+    /// The session's summary, or an error naming the database and how to choose another.
+    pub async fn find_session(&mut self, session_id: &str) -> Result<SessionSummary, String> {
+        self.store
+            .summary(session_id)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| {
+                format!(
+                    "there is no session {session_id:?} in {} ({CHOOSE_ANOTHER})",
+                    self.location
+                )
+            })
+    }
 }
 
 /// The ordinal a view is taken at: `at`, or the end of the log; past the end is an error.
@@ -117,8 +153,9 @@ impl<'a> LogPages<'a> {
         for entry in &page {
             if entry.ordinal != self.after + 1 {
                 return Err(format!(
-                    "session {:?}: the log has a gap before ordinal {}",
-                    self.session_id, entry.ordinal
+                    "session {:?}: {}",
+                    self.session_id,
+                    ordinal_error(entry.ordinal, self.after + 1)
                 ));
             }
             self.after = entry.ordinal;

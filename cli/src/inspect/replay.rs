@@ -9,21 +9,13 @@
 //! ends mid-line; that line is left out, with a warning). A capture that continues a session
 //! already in the database (its first ordinal follows the stored last one) is appended to it.
 
-use std::{
-    io::{BufRead, BufReader},
-    path::{Path, PathBuf},
-    sync::Arc,
-};
+use std::{path::PathBuf, sync::Arc};
 
 use reel_engine::{Fanout, LogStore, Session};
-use reel_proto::{
-    Any,
-    rpc::{RpcLine, rpc_line::Frame},
-};
 use reel_sinks::{TimelineDbSink, TurnsDbSink};
-use reel_storage::open_timeline;
+use reel_storage::{Access, Location, open_timeline};
 
-use super::progress;
+use super::{capture, progress};
 
 #[derive(clap::Args, Debug)]
 pub struct ReplayArgs {
@@ -48,53 +40,67 @@ pub struct ReplayArgs {
     pub turns_dsn: Option<String>,
 }
 
-/// What a capture holds, found by the first pass.
-struct Capture {
-    session_id: String,
-    first: u64,
-    events: u64,
-    /// Lines to read: a torn last line is not among them.
-    lines: usize,
+/// The database a pair of flags names.
+fn location(dsn: &Option<String>, path: &Option<PathBuf>) -> Result<Option<Location>, String> {
+    match (dsn, path) {
+        (Some(dsn), _) => Location::dsn(dsn).map(Some).map_err(|e| e.to_string()),
+        (None, Some(path)) => Ok(Some(Location::path(path))),
+        (None, None) => Ok(None),
+    }
 }
 
 pub async fn run(args: ReplayArgs) -> Result<(), String> {
-    let capture = scan(&args.capture)?;
-    let timeline_at = args
-        .timeline_dsn
-        .clone()
-        .or_else(|| args.timeline_db.as_ref().map(|p| p.display().to_string()))
+    let capture = capture::scan(&args.capture)?;
+    let timeline_at = location(&args.timeline_dsn, &args.timeline_db)?
         .expect("clap requires a timeline database");
-    let mut timeline = open_timeline(&timeline_at)
+    let turns_at = location(&args.turns_dsn, &args.turns_db)?;
+    let new_file = timeline_at.sqlite_path().is_some_and(|path| !path.exists());
+    if new_file && capture.first != 1 {
+        return Err(format!(
+            "the capture starts at ordinal {}: it continues a session, and there is no database at {timeline_at}",
+            capture.first
+        ));
+    }
+    let mut timeline = open_timeline(&timeline_at, Access::ReadWrite)
         .await
         .map_err(|e| e.to_string())?;
     let id = capture.session_id.clone();
+    reel_engine::check_session_id(&id).map_err(|e| format!("the capture's session: {e}"))?;
+    // A capture that does not start a session must continue a stored one: say so before
+    // taking anything, so a refused replay leaves the database as it was.
+    let exists = timeline.exists(&id).await.map_err(|e| e.to_string())?;
+    if !exists && capture.first != 1 {
+        return Err(format!(
+            "the capture starts at ordinal {}: it continues a session {timeline_at} does not hold",
+            capture.first
+        ));
+    }
     timeline.lease(&id).await.map_err(|e| e.to_string())?;
-    let stored = timeline.load(&id).await.map_err(|e| e.to_string())?;
+    let stored = match timeline.load(&id).await {
+        Ok(stored) => stored,
+        Err(error) => {
+            let _ = timeline.release(&id).await;
+            return Err(error.to_string());
+        }
+    };
     let entities_ordinal = stored.entities_ordinal;
     let (state, log) = stored.replay()?;
     if capture.first != log.last_ordinal() + 1 {
         let _ = timeline.release(&id).await;
-        return Err(match log.last_ordinal() {
-            0 => format!(
-                "the capture starts at ordinal {}: it continues a session this database does not hold",
-                capture.first
-            ),
-            last => format!(
-                "session {id:?} is in the database up to ordinal {last}; the capture starts at {}",
-                capture.first
-            ),
-        });
+        return Err(format!(
+            "session {id:?} is in {timeline_at} up to ordinal {}; the capture starts at {}",
+            log.last_ordinal(),
+            capture.first
+        ));
     }
     let mut fanout = Fanout::new();
     let (sink, committed) =
         TimelineDbSink::new(timeline, id.clone(), state.clone(), entities_ordinal);
     fanout.attach_durable(Box::new(sink), committed);
-    let turns_at = args
-        .turns_dsn
-        .clone()
-        .or_else(|| args.turns_db.as_ref().map(|p| p.display().to_string()));
     if let Some(location) = turns_at {
-        let turns = open_timeline(&location).await.map_err(|e| e.to_string())?;
+        let turns = open_timeline(&location, Access::ReadWrite)
+            .await
+            .map_err(|e| e.to_string())?;
         let (sink, committed) =
             TurnsDbSink::new(turns, id.clone(), state.context.clone(), log.last_ordinal());
         fanout.attach_durable(Box::new(sink), committed);
@@ -118,113 +124,24 @@ pub async fn run(args: ReplayArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The log events of one line, if it is a backend event frame.
-fn backend_event(line: &RpcLine) -> Option<(u64, &Any)> {
-    match &line.frame {
-        Some(Frame::BackendEvent(event)) => Some((event.ordinal, event.payload.as_ref()?)),
-        _ => None,
-    }
-}
-
-/// First pass: checks the capture and finds its session, ordinals and usable lines.
-fn scan(path: &Path) -> Result<Capture, String> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| format!("cannot read the capture {}: {e}", path.display()))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let bar = progress::bytes(size, "checking");
-    let mut reader = BufReader::new(file);
-    let mut raw = Vec::new();
-    let mut found: Option<Capture> = None;
-    let mut number = 0;
-    loop {
-        raw.clear();
-        let read = reader
-            .read_until(b'\n', &mut raw)
-            .map_err(|e| format!("cannot read the capture: {e}"))?;
-        if read == 0 {
-            break;
-        }
-        number += 1;
-        bar.inc(read as u64);
-        let complete = raw.ends_with(b"\n");
-        let text = std::str::from_utf8(&raw).ok().map(str::trim);
-        if text.is_some_and(str::is_empty) {
-            continue;
-        }
-        let parsed = text.and_then(|t| serde_json::from_str::<RpcLine>(t).ok());
-        let Some(line) = parsed else {
-            if !complete {
-                tracing::warn!(
-                    "the capture's last line is cut short ({} bytes): left out",
-                    raw.len()
-                );
-                break;
-            }
-            return Err(format!(
-                "line {number} of the capture is not a frame; only the last line of a capture may be incomplete"
-            ));
-        };
-        let Some((ordinal, _)) = backend_event(&line) else {
-            continue;
-        };
-        match &mut found {
-            None => {
-                found = Some(Capture {
-                    session_id: line.session_id.clone(),
-                    first: ordinal,
-                    events: 1,
-                    lines: number,
-                })
-            }
-            Some(capture) => {
-                if line.session_id != capture.session_id {
-                    return Err(format!(
-                        "line {number} belongs to session {:?}, not {:?}: one session per capture",
-                        line.session_id, capture.session_id
-                    ));
-                }
-                let expected = capture.first + capture.events;
-                if ordinal != expected {
-                    return Err(format!(
-                        "line {number}: ordinal {ordinal} where {expected} was due (the capture has a gap)"
-                    ));
-                }
-                capture.events += 1;
-                capture.lines = number;
-            }
-        }
-    }
-    bar.finish_and_clear();
-    found.ok_or_else(|| {
-        "the capture holds no backendEvent frames: capture with --debug-events-jsonl, or with --rpc --include-backend-events".to_owned()
-    })
-}
-
 /// Second pass: appends the capture's events to the session.
-async fn append(session: &mut Session, path: &Path, capture: &Capture) -> Result<(), String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the capture: {e}"))?;
+async fn append(
+    session: &mut Session,
+    path: &std::path::Path,
+    capture: &capture::Capture,
+) -> Result<(), String> {
     let bar = progress::events(capture.events, "replaying");
-    let reader = BufReader::new(file);
     let rid: Arc<str> = Arc::from("");
-    for (at, line) in reader.split(b'\n').enumerate().take(capture.lines) {
-        let raw = line.map_err(|e| format!("cannot read the capture: {e}"))?;
-        let Ok(text) = std::str::from_utf8(&raw) else {
-            continue;
-        };
-        if text.trim().is_empty() {
-            continue;
-        }
-        let frame: RpcLine =
-            serde_json::from_str(text.trim()).map_err(|e| format!("line {}: {e}", at + 1))?;
-        if let Some((ordinal, event)) = backend_event(&frame) {
-            let appended = session.append(&rid, event.clone()).await;
-            debug_assert_eq!(appended, ordinal);
-            bar.inc(1);
-        }
+    capture::each_event(path, capture, async |ordinal, event| {
+        let appended = session.append(&rid, event).await;
+        debug_assert_eq!(appended, ordinal);
+        bar.inc(1);
         if session.storage_failed() {
             return Err("the database failed; see above".into());
         }
-    }
+        Ok(())
+    })
+    .await?;
     session.flush().await;
     bar.finish_and_clear();
     Ok(())

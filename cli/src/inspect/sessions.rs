@@ -7,7 +7,7 @@ use std::io::Write;
 
 use reel_engine::{SessionCatalog, SessionSummary};
 
-use super::Database;
+use super::{Database, one_line, printable};
 
 #[derive(clap::Args, Debug)]
 pub struct SessionsArgs {
@@ -19,8 +19,17 @@ pub struct SessionsArgs {
 }
 
 pub async fn run(args: SessionsArgs) -> Result<(), String> {
-    let mut store = args.database.open().await?;
-    let sessions = store.sessions().await.map_err(|e| e.to_string())?;
+    let location = args.database.location()?;
+    let nothing_yet =
+        args.database.is_default() && location.sqlite_path().is_some_and(|path| !path.exists());
+    let sessions = if nothing_yet {
+        // A fresh machine: the default database does not exist yet, and listing must not
+        // create it.
+        Vec::new()
+    } else {
+        let mut reader = args.database.open().await?;
+        reader.store.sessions().await.map_err(|e| e.to_string())?
+    };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let written = if args.json {
         serde_json::to_writer_pretty(&mut out, &sessions)
@@ -44,7 +53,7 @@ fn write_table(out: &mut impl Write, sessions: &[SessionSummary]) -> std::io::Re
         writeln!(
             out,
             "{:<38} {:<20} {:<20} {:>5} {:>9}  {:<9} {}",
-            s.session_id,
+            printable(&s.session_id),
             timestamp(s.created_at_ms),
             timestamp(s.updated_at_ms),
             s.runs,
@@ -64,18 +73,4 @@ fn write_table(out: &mut impl Write, sessions: &[SessionSummary]) -> std::io::Re
 pub fn timestamp(ms: i64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
     humantime::format_rfc3339_seconds(at).to_string()
-}
-
-/// `text` on one line, cut to `max` characters.
-pub fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let cut: String = flat.chars().take(max - 1).collect();
-        format!("{cut}…")
-    }
 }

@@ -7,8 +7,8 @@
 use std::io::{IsTerminal, Write};
 
 use super::{
-    Database, LogPages, find_session, resolve_at,
-    transcript::{Block, Transcript, duration_text, reported, usage_line},
+    Database, LogPages, printable, resolve_at,
+    transcript::{Block, Transcript, reported, usage_line},
 };
 
 #[derive(clap::Args, Debug)]
@@ -23,10 +23,10 @@ pub struct ShowArgs {
 }
 
 pub async fn run(args: ShowArgs) -> Result<(), String> {
-    let mut store = args.database.open().await?;
-    let summary = find_session(&mut store, &args.session_id).await?;
+    let mut reader = args.database.open().await?;
+    let summary = reader.find_session(&args.session_id).await?;
     let at = resolve_at(&summary, args.at)?;
-    let transcript = fold(&mut store, &args.session_id, at).await?;
+    let transcript = fold(&mut reader.store, &args.session_id, at).await?;
     let stdout = std::io::stdout();
     let paint = Paint {
         colour: stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none(),
@@ -89,18 +89,6 @@ impl Paint {
     }
 }
 
-/// Text with control characters (escape sequences above all) made visible and harmless;
-/// newlines and tabs stay.
-pub fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| match c {
-            '\n' | '\t' => c.to_string(),
-            c if c.is_control() => format!("\\u{{{:x}}}", c as u32),
-            c => c.to_string(),
-        })
-        .collect()
-}
-
 fn indented(text: &str, prefix: &str) -> String {
     printable(text)
         .lines()
@@ -120,7 +108,8 @@ pub fn render(
         out,
         "{}",
         paint.bold(&format!(
-            "Session {session_id} · {} runs · at ordinal {} of {events}",
+            "Session {} · {} runs · at ordinal {} of {events}",
+            printable(session_id),
             transcript.runs.len(),
             transcript.last_ordinal
         ))
@@ -131,8 +120,8 @@ pub fn render(
             Some(end) => {
                 heading.push_str(&format!(
                     " · {} · {}",
-                    end.status,
-                    duration_text(end.duration_ms)
+                    printable(&end.status),
+                    end.duration()
                 ));
                 if let Some(usage) = reported(end.usage.as_ref()) {
                     heading.push_str(&format!(" · {}", usage_line(usage)));
@@ -141,7 +130,7 @@ pub fn render(
             None => heading.push_str(" · not ended"),
         }
         if !run.model.is_empty() {
-            heading.push_str(&format!(" · {}", run.model));
+            heading.push_str(&format!(" · {}", printable(&run.model)));
         }
         writeln!(out, "\n{}", paint.dim(&heading))?;
         writeln!(out, "{} {}", paint.user("You:"), printable(&run.prompt))?;
@@ -154,12 +143,13 @@ pub fn render(
                     writeln!(out, "{} {}", paint.bold("Assistant:"), printable(text))?;
                 }
                 Block::Retry(reason) => writeln!(out, "{}", paint.dim(&printable(reason)))?,
+                Block::Warning(warning) => writeln!(out, "{}", paint.error(&printable(warning)))?,
                 Block::Tool(tool) => {
                     let call = format!(
                         "  ⚙ {}({}) → {}",
                         printable(&tool.name),
                         printable(&tool.input),
-                        tool.status
+                        printable(&tool.status)
                     );
                     writeln!(out, "{}", paint.tool(&call))?;
                     if let Some(result) = &tool.result {

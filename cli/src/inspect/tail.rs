@@ -14,7 +14,7 @@ use reel_engine::{Projection, SessionCatalog, TimelineProjection};
 use reel_storage::{NOTIFY_CHANNEL, TimelineStore};
 use sqlx::postgres::PgListener;
 
-use super::{Database, LogPages, PAGE, find_session, frames::FrameWriter};
+use super::{Database, LogPages, PAGE, frames::FrameWriter};
 
 #[derive(clap::Args, Debug)]
 pub struct TailArgs {
@@ -28,12 +28,17 @@ pub struct TailArgs {
 }
 
 pub async fn run(args: TailArgs) -> Result<(), String> {
-    let mut store = args.database.open().await?;
+    let mut reader = args.database.open().await?;
     let id = args.session_id.as_str();
-    let summary = find_session(&mut store, id).await?;
+    let summary = reader.find_session(id).await?;
+    let location = reader.location.clone();
+    let mut store = reader.store;
     let mut timeline = timeline_at(&mut store, id, summary.events).await?;
     let mut listener = match &store {
-        TimelineStore::Postgres(_) => Some(listen(&args.database.location()?).await?),
+        TimelineStore::Postgres(_) => match &location {
+            reel_storage::Location::Postgres(dsn) => Some(listen(dsn).await?),
+            reel_storage::Location::Sqlite(_) => None,
+        },
         TimelineStore::Sqlite(_) => None,
     };
     let failed = |e: std::io::Error| format!("cannot write: {e}");

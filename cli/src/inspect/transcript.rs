@@ -16,6 +16,9 @@ pub struct Transcript {
     pub last_ordinal: u64,
     /// Segment or tool message id -> (run, block) it lives in.
     blocks: HashMap<String, (usize, usize)>,
+    /// Results that arrived for a tool call id that several calls of the run share: each is
+    /// given to its call when that call's ChatToolCallFinished (which names the call) follows.
+    unmatched_results: Vec<(String, String, bool)>,
 }
 
 /// One prompt and everything that answered it.
@@ -24,7 +27,8 @@ pub struct RunView {
     pub prompt: String,
     /// The ordinal of the user's message.
     pub ordinal: u64,
-    /// Provider and model of the run's first model call.
+    /// Provider and model of the run's first model call ("... answered by X" when the server
+    /// named another model).
     pub model: String,
     pub blocks: Vec<Block>,
     /// `None` while the run has not ended (at this ordinal, or because the writer died).
@@ -39,6 +43,8 @@ pub enum Block {
     Tool(ToolView),
     /// The provider call was retried (HTTP 429 or 5xx): why.
     Retry(String),
+    /// Something the run warned about (a required tool call the model did not make).
+    Warning(String),
 }
 
 #[derive(Debug, Default)]
@@ -60,6 +66,19 @@ pub struct RunEnd {
     pub error: String,
     pub duration_ms: u64,
     pub usage: Option<UsageInfo>,
+    /// The process died during the run and a resume closed it: its duration is unknown.
+    pub interrupted: bool,
+}
+
+impl RunEnd {
+    /// How long the run took, as a person reads it.
+    pub fn duration(&self) -> String {
+        if self.interrupted {
+            "duration unknown (interrupted)".into()
+        } else {
+            duration_text(self.duration_ms)
+        }
+    }
 }
 
 impl Transcript {
@@ -86,6 +105,18 @@ impl Transcript {
                 if run.model.is_empty() {
                     run.model = format!("{} {}", c.provider, c.model).trim().to_owned();
                 }
+            }
+            Any::ChatProviderCallFinished(f) if !f.response_model.is_empty() => {
+                let run = self.current();
+                let answered = format!(" (answered by {})", f.response_model);
+                if !run.model.ends_with(&f.response_model) && !run.model.contains(" (answered by ")
+                {
+                    run.model.push_str(&answered);
+                }
+            }
+            Any::ChatRunWarning(w) => {
+                let warning = format!("warning: {}", w.message);
+                self.current().blocks.push(Block::Warning(warning));
             }
             Any::ChatProviderCallRetrying(r) => {
                 let reason = format!("retry {} after {} ms: {}", r.attempt, r.delay_ms, r.reason);
@@ -127,20 +158,28 @@ impl Transcript {
                     tool.status = "executing".into();
                 }
             }
-            Any::ChatToolResultReady(r) => {
-                if let Some(tool) = self.tool_by_call_id(&r.tool_call_id) {
-                    tool.result = Some(r.result.clone());
-                    tool.is_error = r.is_error;
-                }
-            }
+            Any::ChatToolResultReady(r) => self.result(&r.tool_call_id, &r.result, r.is_error),
             Any::ChatToolCallFinished(f) => {
+                let at = self
+                    .unmatched_results
+                    .iter()
+                    .position(|(id, ..)| *id == f.tool_call_id);
+                let result = at.map(|at| self.unmatched_results.remove(at));
                 if let Some(Block::Tool(tool)) = self.block(&f.message_id) {
                     tool.status.clone_from(&f.status);
+                    if let Some((_, text, is_error)) = result {
+                        tool.result = Some(text);
+                        tool.is_error = is_error;
+                    }
                 }
             }
-            Any::ChatRunFinished(e) => self.end(&e.status, &e.error, e.duration_ms, e.usage),
-            Any::ChatRunStopped(e) => self.end("stopped", &e.error, e.duration_ms, e.usage),
-            Any::ChatRunFailed(e) => self.end("failed", &e.error, e.duration_ms, e.usage),
+            Any::ChatRunFinished(e) => self.end(&e.status, &e.error, e.duration_ms, e.usage, false),
+            Any::ChatRunStopped(e) => self.end("stopped", &e.error, e.duration_ms, e.usage, false),
+            Any::ChatRunFailed(e) => {
+                // Logs written before the flag existed say so in the error's first word.
+                let interrupted = e.interrupted || e.error.starts_with("interrupted:");
+                self.end("failed", &e.error, e.duration_ms, e.usage, interrupted)
+            }
             _ => {}
         }
     }
@@ -183,24 +222,46 @@ impl Transcript {
         }
     }
 
-    fn tool_by_call_id(&mut self, tool_call_id: &str) -> Option<&mut ToolView> {
-        self.runs
-            .last_mut()?
-            .blocks
-            .iter_mut()
-            .rev()
-            .find_map(|b| match b {
-                Block::Tool(tool) if tool.tool_call_id == tool_call_id => Some(tool),
-                _ => None,
-            })
+    /// A tool result: given to its call at once when one call of the run waits for a result
+    /// under that id; when several do (a model may repeat an id), held until the
+    /// ChatToolCallFinished that follows it names the call.
+    fn result(&mut self, tool_call_id: &str, result: &str, is_error: bool) {
+        let Some(run) = self.runs.last_mut() else {
+            return;
+        };
+        let mut waiting = run.blocks.iter_mut().filter_map(|b| match b {
+            Block::Tool(tool) if tool.tool_call_id == tool_call_id && tool.result.is_none() => {
+                Some(tool)
+            }
+            _ => None,
+        });
+        match (waiting.next(), waiting.next()) {
+            (Some(tool), None) => {
+                tool.result = Some(result.to_owned());
+                tool.is_error = is_error;
+            }
+            (Some(_), Some(_)) => {
+                self.unmatched_results
+                    .push((tool_call_id.to_owned(), result.to_owned(), is_error));
+            }
+            (None, _) => {}
+        }
     }
 
-    fn end(&mut self, status: &str, error: &str, duration_ms: u64, usage: Option<UsageInfo>) {
+    fn end(
+        &mut self,
+        status: &str,
+        error: &str,
+        duration_ms: u64,
+        usage: Option<UsageInfo>,
+        interrupted: bool,
+    ) {
         self.current().end = Some(RunEnd {
             status: status.to_owned(),
             error: error.to_owned(),
             duration_ms,
             usage,
+            interrupted,
         });
     }
 }

@@ -5,12 +5,15 @@
 
 mod reader;
 mod request;
+mod request_id;
 #[cfg(test)]
 mod tests;
 
 use tokio::{io::AsyncRead, sync::mpsc};
 
-pub use reader::{DEFAULT_LINE_LIMIT, Line, LineReader};
+pub use reader::{DEFAULT_LINE_LIMIT, LineReader};
+
+use crate::bounded_lines::Line;
 use reel_engine::Incoming;
 pub use request::{Parsed, parse_line, too_large};
 
@@ -29,8 +32,8 @@ pub fn read_requests<R: AsyncRead + Unpin + Send + 'static>(
         loop {
             let incoming = match lines.next_line().await {
                 Ok(None) => break,
-                Ok(Some(Line::TooLarge { bytes })) => too_large(bytes, limit),
-                Ok(Some(Line::Complete(line))) => match parse_line(&line) {
+                Ok(Some(Line::TooLarge { bytes, prefix })) => too_large(bytes, limit, &prefix),
+                Ok(Some(Line::Text { bytes: line, .. })) => match parse_line(&line) {
                     Parsed::Blank => continue,
                     Parsed::Request(request) => Incoming::Request(*request),
                     Parsed::Rejected(rejected) => rejected,

@@ -8,7 +8,8 @@ use reel_engine::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{Line, LineReader, read_requests};
+use super::{LineReader, read_requests};
+use crate::bounded_lines::Line;
 
 /// A small limit, so that long lines are cheap to generate.
 const LIMIT: usize = 256;
@@ -125,13 +126,14 @@ proptest! {
         prop_assert_eq!(read.len(), lines.len());
         for (line, got) in lines.iter().zip(read) {
             if line.len() > LIMIT {
-                prop_assert_eq!(got, Line::TooLarge { bytes: line.len() as u64 });
+                let prefix = line[..line.len().min(1024)].to_vec();
+                prop_assert_eq!(got, Line::TooLarge { bytes: line.len() as u64, prefix });
             } else {
                 let mut expected = line.clone();
                 if expected.last() == Some(&b'\r') {
                     expected.pop();
                 }
-                prop_assert_eq!(got, Line::Complete(expected));
+                prop_assert_eq!(got, Line::Text { bytes: expected, complete: true });
             }
         }
     }

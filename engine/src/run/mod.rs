@@ -23,10 +23,11 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    fanout::SinkFailure,
     id::new_id,
     provider::{ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream},
-    session::{Session, done_status},
-    tools::{ToolOutput, Toolbox},
+    session::{STORAGE_FAILED, Session, done_status},
+    tools::{ToolChoice, ToolOutput, Toolbox},
 };
 
 /// Everything a run needs.
@@ -64,6 +65,23 @@ pub struct RunFailure {
 }
 
 impl RunFailure {
+    /// The durable store failed: the run stops before its next side effect.
+    pub fn storage(failure: &SinkFailure) -> Self {
+        Self {
+            code: STORAGE_FAILED,
+            message: format!(
+                "{} failed, so the run stopped before its next model call or tool: {}",
+                failure.sink, failure.message
+            ),
+        }
+    }
+
+    /// Whether this is the durable store's failure (reported once, as a terminal error, by
+    /// the request's done).
+    pub fn is_storage(&self) -> bool {
+        self.code == STORAGE_FAILED
+    }
+
     fn from_provider(error: &ProviderError) -> Self {
         let code = match error {
             ProviderError::Crashed(_) => "internal_error",
@@ -102,10 +120,12 @@ impl RunOutcome {
 }
 
 /// The next thing that happened in a run: an event of the model's reply (`None`: the reply
-/// stream ended) or a tool call that finished.
+/// stream ended), a tool call that finished, or the run cannot go on (its store failed before
+/// a model call or tools could start).
 pub enum RunEvent {
     Model(Option<Result<ProviderEvent, ProviderError>>),
     Tool(ToolDone),
+    Blocked(RunFailure),
 }
 
 /// A finished tool call: which one (its place in the batch being executed) and its output.
@@ -120,6 +140,8 @@ enum Phase<'a> {
     Model(ProviderStream),
     /// The tool calls being executed; dropping them kills command tools.
     Tools(FuturesUnordered<BoxFuture<'a, ToolDone>>),
+    /// Nothing may start: the store failed before the next side effect.
+    Blocked(RunFailure),
     /// Nothing: the run has ended (or has not begun its first call).
     Idle,
 }
@@ -178,6 +200,7 @@ impl ActiveRun<'_> {
                 Some(done) => RunEvent::Tool(done),
                 None => std::future::pending().await,
             },
+            Phase::Blocked(failure) => RunEvent::Blocked(failure.clone()),
             Phase::Idle => std::future::pending().await,
         }
     }
@@ -251,7 +274,15 @@ impl Session {
             if let Some(outcome) = self.step(&mut run, event).await {
                 return outcome;
             }
+            if let Some(failure) = self.durable_failure() {
+                return self.fail_run(&mut run, RunFailure::storage(&failure)).await;
+            }
         }
+    }
+
+    /// The first durable sink failure, if one has failed.
+    pub fn durable_failure(&self) -> Option<SinkFailure> {
+        self.sink_failures().iter().find(|f| f.durable).cloned()
     }
 
     /// Records the user's prompt and the start of the run and of its first model call.
@@ -316,15 +347,26 @@ impl Session {
                 self.tool_done(run, done).await;
                 return None;
             }
+            RunEvent::Blocked(failure) => {
+                if run.call.open {
+                    self.finish_call(&rid, &mut run.call, "error", "error")
+                        .await;
+                }
+                RunOutcome::Failed(failure)
+            }
             RunEvent::Model(Some(Ok(ProviderEvent::Finished { stop_reason }))) => {
                 let class = if run.call.requested.is_empty() {
                     "completed"
                 } else {
                     "tool_calls"
                 };
-                self.finish_call(&rid, &run.call, &stop_reason, class).await;
+                self.finish_call(&rid, &mut run.call, &stop_reason, class)
+                    .await;
                 run.phase = Phase::Idle;
                 let requested = std::mem::take(&mut run.call.requested);
+                if run.call.tool_required && requested.is_empty() {
+                    self.warn_required_tool_call(&rid, &run.call).await;
+                }
                 if requested.is_empty() {
                     RunOutcome::Finished
                 } else if run.calls >= run.tools.max_iterations() {
@@ -347,11 +389,13 @@ impl Session {
                 return None;
             }
             RunEvent::Model(Some(Err(error))) => {
-                self.finish_call(&rid, &run.call, "error", "error").await;
+                self.finish_call(&rid, &mut run.call, "error", "error")
+                    .await;
                 RunOutcome::Failed(RunFailure::from_provider(&error))
             }
             RunEvent::Model(None) => {
-                self.finish_call(&rid, &run.call, "error", "error").await;
+                self.finish_call(&rid, &mut run.call, "error", "error")
+                    .await;
                 RunOutcome::Failed(RunFailure {
                     code: "run_failed",
                     message: "the model's reply ended before it was complete".into(),
@@ -362,6 +406,21 @@ impl Session {
         Some(outcome)
     }
 
+    /// Ends the run as failed at once (its store failed): the model call or the tools are
+    /// dropped, as for a cancel, and the run ends with ChatRunFailed.
+    pub async fn fail_run(&mut self, run: &mut ActiveRun<'_>, failure: RunFailure) -> RunOutcome {
+        let phase = std::mem::replace(&mut run.phase, Phase::Idle);
+        drop(phase);
+        if run.call.open {
+            let rid = Arc::clone(&run.request_id);
+            self.finish_call(&rid, &mut run.call, "error", "error")
+                .await;
+        }
+        let outcome = RunOutcome::Failed(failure);
+        self.end_run(run, &outcome).await;
+        outcome
+    }
+
     /// Cancels the run: the model call or the tools are dropped at once (a command tool's
     /// processes are killed), and the run ends with ChatRunStopped.
     pub async fn stop_run(&mut self, run: &mut ActiveRun<'_>) -> RunOutcome {
@@ -370,7 +429,7 @@ impl Session {
         if let Phase::Model(_) = phase {
             drop(phase);
             let rid = Arc::clone(&run.request_id);
-            self.finish_call(&rid, &run.call, "cancelled", "cancelled")
+            self.finish_call(&rid, &mut run.call, "cancelled", "cancelled")
                 .await;
         }
         self.end_run(run, &RunOutcome::Stopped).await;
@@ -392,6 +451,14 @@ impl Session {
             .call
             .started_event(run.provider.name(), &run.settings.model);
         self.append(&rid, started).await;
+        run.call.open = true;
+        // A model call costs money and time: it starts only once the log up to here is stored.
+        if let Err(failure) = self.storage_holds().await {
+            run.phase = Phase::Blocked(RunFailure::storage(&failure));
+            return;
+        }
+        let tool_choice = run.tools.choice_for_call(run.calls);
+        run.call.tool_required = tool_choice == ToolChoice::Required;
         let request = crate::provider::ModelRequest {
             system_prompt: run.system_prompt.clone(),
             messages: self.context().messages().to_vec(),
@@ -399,7 +466,7 @@ impl Session {
             // The ChatProviderCallStarted just appended is counted already.
             call_index: self.context().calls() - 1,
             tools: run.tools.definitions(),
-            tool_choice: run.tools.choice_for_call(run.calls),
+            tool_choice,
         };
         run.phase = Phase::Model(run.provider.stream(request));
     }
@@ -455,6 +522,7 @@ impl Session {
                     duration_ms,
                     usage,
                     session_usage,
+                    interrupted: false,
                 };
                 self.append(&rid, event).await
             }

@@ -5,9 +5,9 @@ use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use reel_proto::chat::{
     ChatProviderCallFinished, ChatProviderCallMetadataUpdated, ChatProviderCallRetrying,
-    ChatProviderCallStarted, ChatReasoningDelta, ChatReasoningSegmentStarted, ChatTextDelta,
-    ChatTextSegmentStarted, ChatToolArgumentsDelta, ChatToolCallRequested, ChatToolCallStarted,
-    CorrelationInfo, UsageInfo,
+    ChatProviderCallStarted, ChatReasoningDelta, ChatReasoningSegmentStarted,
+    ChatReasoningSignature, ChatRunWarning, ChatTextDelta, ChatTextSegmentStarted,
+    ChatToolArgumentsDelta, ChatToolCallRequested, ChatToolCallStarted, CorrelationInfo, UsageInfo,
 };
 
 use crate::{id::new_id, provider::ProviderEvent, session::Session, usage::Pricing};
@@ -20,6 +20,14 @@ pub(super) struct CallState {
     /// The id the next text segment will take; reasoning names it as its parent.
     pub(super) next_text_id: String,
     pub(super) reasoning_id: Option<String>,
+    /// The newest reasoning segment, which a signature that follows it signs.
+    pub(super) last_reasoning_id: Option<String>,
+    /// The model the server said answered.
+    pub(super) response_model: String,
+    /// Whether this call had to call a tool (tool_choice: required).
+    pub(super) tool_required: bool,
+    /// Whether the call has started and not finished (its ChatProviderCallFinished is due).
+    pub(super) open: bool,
     /// Provider tool call id -> reel's id for that call.
     pub(super) tool_calls: HashMap<String, String>,
     pub(super) usage: Option<UsageInfo>,
@@ -49,6 +57,10 @@ impl CallState {
             text_id: None,
             next_text_id: new_id(),
             reasoning_id: None,
+            last_reasoning_id: None,
+            response_model: String::new(),
+            tool_required: false,
+            open: false,
             tool_calls: HashMap::new(),
             usage: None,
             pricing,
@@ -119,12 +131,35 @@ impl Session {
                         };
                         self.append(rid, started).await;
                         call.reasoning_id = Some(id.clone());
+                        call.last_reasoning_id = Some(id.clone());
                         id
                     }
                 };
                 self.append(rid, ChatReasoningDelta { message_id, text })
                     .await;
             }
+            ProviderEvent::ReasoningSignature(signature) => {
+                let signed = ChatReasoningSignature {
+                    message_id: call.last_reasoning_id.clone().unwrap_or_else(new_id),
+                    signature,
+                    redacted_data: String::new(),
+                    correlation: Some(call.correlation.clone()),
+                };
+                self.append(rid, signed).await;
+            }
+            ProviderEvent::RedactedReasoning(data) => {
+                // An encrypted block ends any open segment: what follows is a new one.
+                call.reasoning_id = None;
+                call.text_id = None;
+                let redacted = ChatReasoningSignature {
+                    message_id: new_id(),
+                    signature: String::new(),
+                    redacted_data: data,
+                    correlation: Some(call.correlation.clone()),
+                };
+                self.append(rid, redacted).await;
+            }
+            ProviderEvent::ResponseModel(model) => call.response_model = model,
             ProviderEvent::ToolCallStarted { id, name } => {
                 let message_id = new_id();
                 call.tool_calls.insert(id.clone(), message_id.clone());
@@ -213,13 +248,28 @@ impl Session {
         }
     }
 
+    /// A call that had to call a tool answered without one: the run goes on (the answer is
+    /// an answer), but a person should know, on the log and on stderr.
+    pub(super) async fn warn_required_tool_call(&mut self, rid: &Arc<str>, call: &CallState) {
+        let message = "the model had to call a tool (tool_choice: required) and answered without one; \
+                       a small model may need tool_call_prefill and stop (see README, Model providers)";
+        tracing::warn!("{message}");
+        let warning = ChatRunWarning {
+            code: "required_tool_call_missing".into(),
+            message: message.into(),
+            correlation: Some(call.correlation.clone()),
+        };
+        self.append(rid, warning).await;
+    }
+
     pub(super) async fn finish_call(
         &mut self,
         rid: &Arc<str>,
-        call: &CallState,
+        call: &mut CallState,
         stop_reason: &str,
         finish_class: &str,
     ) {
+        call.open = false;
         let finished = ChatProviderCallFinished {
             stop_reason: stop_reason.to_owned(),
             finish_class: finish_class.to_owned(),
@@ -227,6 +277,7 @@ impl Session {
             duration_ms: call.started.elapsed().as_millis() as u64,
             has_tool_calls: !call.tool_calls.is_empty(),
             correlation: Some(call.correlation.clone()),
+            response_model: call.response_model.clone(),
         };
         self.append(rid, finished).await;
     }

@@ -12,7 +12,7 @@ use futures::{FutureExt, stream::FuturesUnordered};
 use reel_proto::chat::{ChatToolCallFinished, ChatToolExecutionStarted, ChatToolResultReady};
 use tokio::sync::oneshot;
 
-use super::{ActiveRun, Phase, RequestedTool, RunOutcome, ToolDone};
+use super::{ActiveRun, Phase, RequestedTool, RunFailure, RunOutcome, ToolDone};
 use crate::{
     id::new_id,
     session::Session,
@@ -70,7 +70,12 @@ impl Session {
             run.executing.push(Some(call));
             running.push(future);
         }
-        run.phase = Phase::Tools(running);
+        // The tools have not started (their futures are not polled yet): they run only once
+        // the log that says so is stored, since their side effects cannot be taken back.
+        run.phase = match self.storage_holds().await {
+            Ok(()) => Phase::Tools(running),
+            Err(failure) => Phase::Blocked(RunFailure::storage(&failure)),
+        };
     }
 
     /// Records a finished tool call; when it was the last, calls the model again.
@@ -124,6 +129,9 @@ impl Session {
     pub(super) async fn close_unanswered(&mut self, run: &mut ActiveRun<'_>, outcome: &RunOutcome) {
         let (status, why) = match outcome {
             RunOutcome::Stopped => ("cancelled", "cancelled: the run was stopped"),
+            RunOutcome::Failed(failure) if failure.is_storage() => {
+                ("skipped", "not run: the session's database failed")
+            }
             _ => ("skipped", "not run: the model call failed"),
         };
         let rid = Arc::clone(&run.request_id);

@@ -150,9 +150,9 @@ impl Projection for TimelineProjection {
                 self.insert(KIND_MESSAGE, &m.message_id, entry.ordinal, entity.into());
                 out.push(&entry.event);
             }
-            Any::ChatProviderCallMetadataUpdated(_) | Any::ChatProviderCallRetrying(_) => {
-                out.push(&entry.event)
-            }
+            Any::ChatProviderCallMetadataUpdated(_)
+            | Any::ChatProviderCallRetrying(_)
+            | Any::ChatRunWarning(_) => out.push(&entry.event),
             Any::ChatRunStarted(run) => {
                 self.open_run = Some(OpenRun {
                     message_id: run.message_id.clone(),

@@ -5,7 +5,10 @@
 
 use std::io::Write;
 
-use crate::inspect::transcript::{Block, Transcript, duration_text, reported, usage_line};
+use crate::inspect::{
+    is_bidi_control,
+    transcript::{Block, Transcript, reported, usage_line},
+};
 
 const STYLE: &str = "\
 :root{--fg:#1d2129;--muted:#6b7280;--line:#e5e7eb;--user:#eef5ff;--tool:#fff8e6;--err:#b42318}
@@ -77,7 +80,7 @@ pub fn write(
                     out,
                     "<span class=\"status {0}\">{0}</span><span>{1}</span>",
                     escape(&end.status),
-                    duration_text(end.duration_ms)
+                    end.duration()
                 )?;
                 if let Some(usage) = reported(end.usage.as_ref()) {
                     write!(out, "<span>{}</span>", escape(&usage_line(usage)))?;
@@ -106,7 +109,9 @@ pub fn write(
                     "<div class=\"msg assistant\"><span class=\"who\">Assistant</span>{}</div>",
                     escape(text)
                 )?,
-                Block::Retry(reason) => writeln!(out, "<p class=\"retry\">{}</p>", escape(reason))?,
+                Block::Retry(reason) | Block::Warning(reason) => {
+                    writeln!(out, "<p class=\"retry\">{}</p>", escape(reason))?
+                }
                 Block::Tool(tool) => {
                     writeln!(
                         out,
@@ -143,11 +148,13 @@ pub fn write(
     writeln!(out, "</main>\n</body>\n</html>")
 }
 
-/// `text` safe inside HTML text and attribute values.
+/// `text` safe inside HTML text and attribute values. Direction overrides and isolates
+/// (U+202E and kin), which would reorder how the page reads, are shown as `\u{..}` instead.
 pub fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
+            c if is_bidi_control(c) => escaped.push_str(&format!("\\u{{{:x}}}", c as u32)),
             '&' => escaped.push_str("&amp;"),
             '<' => escaped.push_str("&lt;"),
             '>' => escaped.push_str("&gt;"),
@@ -169,5 +176,6 @@ mod tests {
             escape(r#"<img src=x onerror="alert('x')">&"#),
             "&lt;img src=x onerror=&quot;alert(&#39;x&#39;)&quot;&gt;&amp;"
         );
+        assert_eq!(escape("abc\u{202e}fed"), "abc\\u{202e}fed");
     }
 }

@@ -15,7 +15,7 @@ use std::{
 
 use reel_engine::{ModelContextProjection, Projection};
 
-use super::{Database, LogPages, find_session, resolve_at, show};
+use super::{Database, LogPages, resolve_at, show};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -47,14 +47,15 @@ pub struct ExportArgs {
 }
 
 pub async fn run(args: ExportArgs) -> Result<(), String> {
-    let mut store = args.database.open().await?;
-    let summary = find_session(&mut store, &args.session_id).await?;
+    let mut reader = args.database.open().await?;
+    let summary = reader.find_session(&args.session_id).await?;
+    let store = &mut reader.store;
     let at = resolve_at(&summary, args.at)?;
     let id = summary.session_id.as_str();
     match &args.output {
         None => {
             let out = BufWriter::new(std::io::stdout().lock());
-            export(&mut store, args.format, id, at, out).await?;
+            export(store, args.format, id, at, out).await?;
             Ok(())
         }
         Some(path) => {
@@ -65,7 +66,7 @@ pub async fn run(args: ExportArgs) -> Result<(), String> {
             let file = tempfile::NamedTempFile::new_in(folder)
                 .map_err(|e| format!("cannot write in {}: {e}", folder.display()))?;
             let out = BufWriter::new(file);
-            let out = export(&mut store, args.format, id, at, out).await?;
+            let out = export(store, args.format, id, at, out).await?;
             let file = out
                 .into_inner()
                 .map_err(|e| format!("cannot write {}: {}", path.display(), e.error()))?;

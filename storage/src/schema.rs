@@ -1,0 +1,149 @@
+//! Whose database is this? reel migrates only a database that is already its own, or one that
+//! holds nothing at all; anything else (another program's tables, a newer reel's schema, a
+//! half-failed migration) is refused before a single byte of it changes.
+//!
+//! A database is reel's when its `_sqlx_migrations` table lists only migrations reel knows,
+//! each with reel's checksum and applied completely. The check reads; it never writes.
+
+use sqlx::migrate::Migrator;
+
+/// reel's migrations for SQLite files.
+pub(crate) static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
+/// reel's migrations for PostgreSQL databases.
+pub(crate) static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// The migration table sqlx keeps.
+pub(crate) const MIGRATION_TABLE: &str = "_sqlx_migrations";
+
+/// reel's own tables: a database that has one of them without reel's migration table is
+/// another program's.
+pub(crate) const REEL_TABLES: &[&str] = &[
+    "sessions",
+    "events",
+    "entities",
+    "snapshots",
+    "leases",
+    "turns",
+];
+
+/// What an existing database holds, as far as reel is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Schema {
+    /// No tables at all: nothing of anyone's to destroy, so reel may create its schema.
+    Empty,
+    /// reel's schema, with `pending` of reel's migrations not applied yet.
+    Reel { pending: usize },
+}
+
+/// One row of the migration table: version, checksum, whether it completed.
+pub(crate) type Applied = (i64, Vec<u8>, bool);
+
+/// Judges a database that has a migration table: reel's (with how many migrations are
+/// pending), or why not.
+pub(crate) fn judge(applied: &[Applied], migrator: &Migrator) -> Result<Schema, String> {
+    for (version, checksum, success) in applied {
+        let Some(ours) = migrator.iter().find(|m| m.version == *version) else {
+            return Err(format!(
+                "its migration table lists version {version}, which this reel does not know \
+                 (a newer reel wrote it, or another program)"
+            ));
+        };
+        if ours.checksum.as_ref() != checksum.as_slice() {
+            return Err(format!(
+                "its migration {version} is not reel's ({}): another program's schema",
+                ours.description
+            ));
+        }
+        if !success {
+            return Err(format!("its migration {version} failed partway"));
+        }
+    }
+    let pending = migrator
+        .iter()
+        .filter(|m| !applied.iter().any(|(version, ..)| *version == m.version))
+        .count();
+    Ok(Schema::Reel { pending })
+}
+
+/// Judges a database without a migration table from the names of its tables.
+pub(crate) fn judge_tables(tables: &[String]) -> Result<Schema, String> {
+    if tables.is_empty() {
+        return Ok(Schema::Empty);
+    }
+    let clashing: Vec<&str> = tables
+        .iter()
+        .map(String::as_str)
+        .filter(|t| REEL_TABLES.contains(t))
+        .collect();
+    let shown: Vec<&str> = tables.iter().map(String::as_str).take(5).collect();
+    let more = if tables.len() > shown.len() {
+        ", ..."
+    } else {
+        ""
+    };
+    Err(if clashing.is_empty() {
+        format!(
+            "it holds another program's tables ({}{more}) and no reel schema",
+            shown.join(", ")
+        )
+    } else {
+        format!(
+            "it has tables named like reel's ({}) that reel did not create",
+            clashing.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(n: usize) -> Vec<Applied> {
+        SQLITE_MIGRATIONS
+            .iter()
+            .take(n)
+            .map(|m| (m.version, m.checksum.to_vec(), true))
+            .collect()
+    }
+
+    #[test]
+    fn reel_migrations_are_recognized_and_others_refused() {
+        let all = SQLITE_MIGRATIONS.iter().count();
+        assert_eq!(
+            judge(&applied(all), &SQLITE_MIGRATIONS),
+            Ok(Schema::Reel { pending: 0 })
+        );
+        assert_eq!(
+            judge(&applied(1), &SQLITE_MIGRATIONS),
+            Ok(Schema::Reel { pending: all - 1 })
+        );
+        let mut foreign = applied(1);
+        foreign[0].1 = vec![0; 48];
+        assert!(judge(&foreign, &SQLITE_MIGRATIONS).is_err());
+        let mut newer = applied(all);
+        newer.push((99_999, vec![1], true));
+        assert!(
+            judge(&newer, &SQLITE_MIGRATIONS)
+                .unwrap_err()
+                .contains("newer")
+        );
+        let mut failed = applied(1);
+        failed[0].2 = false;
+        assert!(judge(&failed, &SQLITE_MIGRATIONS).is_err());
+    }
+
+    #[test]
+    fn tables_without_a_migration_table_are_another_programs() {
+        assert_eq!(judge_tables(&[]), Ok(Schema::Empty));
+        assert!(
+            judge_tables(&["users".into()])
+                .unwrap_err()
+                .contains("users")
+        );
+        assert!(
+            judge_tables(&["events".into()])
+                .unwrap_err()
+                .contains("named like reel's")
+        );
+    }
+}
