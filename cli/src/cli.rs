@@ -43,6 +43,8 @@ pub enum Action {
     Fork(crate::inspect::fork::ForkArgs),
     /// Follow a session another process is writing.
     Tail(crate::inspect::tail::TailArgs),
+    /// Delete a session (refused while a process writes it).
+    Rm(crate::inspect::RmArgs),
 }
 
 /// How `run-command` writes its result on stdout.
@@ -224,7 +226,8 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
         | Action::Export(_)
         | Action::Replay(_)
         | Action::Fork(_)
-        | Action::Tail(_)) => Parsed::Inspect(Box::new(action)),
+        | Action::Tail(_)
+        | Action::Rm(_)) => Parsed::Inspect(Box::new(action)),
         Action::RunCommand(run_args) => {
             let sub = matches
                 .subcommand_matches("run-command")

@@ -15,6 +15,8 @@
 //!   model: ""
 //!   temperature: 0.7
 //!   max_tokens: 256
+//!   max_tokens_field: max_completion_tokens  # optional (OpenAI-compatible): default by model
+//!   thinking_budget_tokens: 2048           # optional (Anthropic): extended thinking on
 //!   pricing:                               # optional: US$ per million tokens, for cost figures
 //!     input_per_mtok: 3.0
 //!     output_per_mtok: 15.0
@@ -32,7 +34,9 @@
 //!     executor:
 //!       command: [./tools/weather.sh]      # arguments as JSON on stdin, result on stdout
 //!     timeout_ms: 30000                    # optional
-//!     max_output_bytes: 65536              # optional
+//!     max_output_bytes: 65536              # optional (at most 16 MiB)
+//!     env: [AWS_PROFILE]                   # optional: variables it sees besides PATH, HOME,
+//!                                          # LANG, TERM and TMPDIR
 //!   - name: ask_user
 //!     description: Asks the person at the client.
 //!     executor: client                     # answered by the stdin-RPC client
@@ -42,12 +46,17 @@
 
 use std::{
     collections::BTreeMap,
+    io::Read,
     path::{Path, PathBuf},
 };
 
 use serde::Deserialize;
 
 use crate::template;
+
+/// The largest command file reel reads: 1 MiB (a prompt longer than that belongs in a
+/// variable or on stdin, not in a file a person edits).
+pub const MAX_COMMAND_FILE_BYTES: u64 = 1024 * 1024;
 
 /// Flags of `run-command` that a variable may not shadow.
 pub const RESERVED_FLAGS: &[&str] = &[
@@ -131,6 +140,10 @@ pub struct ToolDeclaration {
     /// For command tools: the most stdout the model gets.
     #[serde(default)]
     pub max_output_bytes: Option<usize>,
+    /// For command tools: environment variables it gets from reel's, besides PATH, HOME, LANG,
+    /// TERM and TMPDIR (no other variable reaches a tool).
+    #[serde(default)]
+    pub env: Vec<String>,
 }
 
 /// Who runs a tool: `command: [PROGRAM, ARGS...]` or `client`.
@@ -159,6 +172,13 @@ pub struct ProviderDefaults {
     pub temperature: Option<f64>,
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// For OpenAI-compatible servers: `max_tokens` or `max_completion_tokens` (default: by
+    /// model family; OpenAI's reasoning models need the second).
+    #[serde(default)]
+    pub max_tokens_field: Option<reel_engine::TokenLimitField>,
+    /// For Anthropic: turns extended thinking on with this many tokens for it.
+    #[serde(default)]
+    pub thinking_budget_tokens: Option<u32>,
     /// Prices, for the cost of each call, run and session.
     #[serde(default)]
     pub pricing: Option<reel_engine::Pricing>,
@@ -192,16 +212,31 @@ pub enum CommandFileError {
 }
 
 impl CommandFile {
+    /// Reads and checks the command file at `path` (at most [`MAX_COMMAND_FILE_BYTES`]).
     pub fn load(path: &Path) -> Result<Self, CommandFileError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| CommandFileError::Read {
+        let read = |source| CommandFileError::Read {
             path: shown.clone(),
             source,
-        })?;
+        };
         let invalid = |message: String| CommandFileError::Invalid {
             path: shown.clone(),
             message,
         };
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|file| {
+                file.take(MAX_COMMAND_FILE_BYTES + 1)
+                    .read_to_end(&mut bytes)
+            })
+            .map_err(read)?;
+        if bytes.len() as u64 > MAX_COMMAND_FILE_BYTES {
+            return Err(invalid(format!(
+                "it is larger than {MAX_COMMAND_FILE_BYTES} bytes, the most a command file may be"
+            )));
+        }
+        let text =
+            String::from_utf8(bytes).map_err(|e| invalid(format!("it is not UTF-8 text ({e})")))?;
         let mut file: CommandFile =
             serde_saphyr::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         file.folder = path.parent().map(Path::to_path_buf).unwrap_or_default();

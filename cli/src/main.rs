@@ -25,6 +25,13 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // reel runs itself as the guard of each command tool (see reel_engine's tools::guard): that
+    // process does nothing else, so it is dispatched before anything is set up.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == toolbox::GUARD_COMMAND) {
+        let code = reel_engine::run_tool_guard(&args[2..]);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(

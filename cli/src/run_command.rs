@@ -37,6 +37,8 @@ pub mod exit {
     pub const INTERRUPTED: u8 = 130;
     /// Stopped by SIGTERM (128 + 15).
     pub const TERMINATED: u8 = 143;
+    /// Stopped by SIGHUP (128 + 1): the terminal or the parent went away.
+    pub const HUNG_UP: u8 = 129;
     /// Flags that do not go together (clap uses the same status for its own usage errors).
     pub const USAGE: u8 = 2;
 }
@@ -141,7 +143,9 @@ pub async fn run(invocation: Invocation) -> u8 {
             session.emit_done(&none, done_status::FAILED).await;
             (session, Ending::Failed)
         }
-        Ok(prepared) if args.stdin_rpc => serve_stdin(session, prepared, cancel, persisted).await,
+        Ok(prepared) if args.stdin_rpc => {
+            serve_stdin(session, prepared, cancel, persisted, args.resume).await
+        }
         Ok(prepared) => one_shot(session, prepared, &cancel).await,
     };
     let failures = session.close().await;
@@ -153,6 +157,7 @@ pub async fn run(invocation: Invocation) -> u8 {
         Ending::Ok | Ending::Failed => exit::FAILED,
         Ending::Stopped => match signals.as_ref().and_then(SignalWatch::received) {
             Some(15) => exit::TERMINATED,
+            Some(1) => exit::HUNG_UP,
             _ => exit::INTERRUPTED,
         },
     }
@@ -286,14 +291,21 @@ async fn one_shot(
 }
 
 /// Serves requests from stdin until it ends, a shutdown request or a signal. `id_fixed`: the
-/// session id was set before the first request (a stored session).
+/// session id was set before the first request (a stored session); `resumed`: the session has
+/// a history, shown whole in a snapshot before the first request.
 async fn serve_stdin(
     mut session: Session,
     prepared: Prepared,
     cancel: CancellationToken,
     id_fixed: bool,
+    resumed: bool,
 ) -> (Session, Ending) {
-    session.close_interrupted_run(&Arc::from("")).await;
+    let none: Arc<str> = Arc::from("");
+    session.close_interrupted_run(&none).await;
+    if resumed {
+        // A resumed session's first snapshot shows its whole timeline, before any request.
+        session.emit_snapshot(&none).await;
+    }
     let requests = stdin_rpc::read_requests(tokio::io::stdin(), stdin_rpc::DEFAULT_LINE_LIMIT);
     let config = ServeConfig {
         id_fixed,
@@ -335,10 +347,50 @@ fn http_config(
     if config.api_key.is_none() {
         tracing::info!(
             "{key_variable} is not set: calling {} without an API key",
-            config.base_url
+            config.secrets().shown_url(&config.base_url)
         );
     }
     config
+}
+
+/// Extended thinking is Anthropic's, and its API refuses it together with a set temperature,
+/// a forced tool call, or a reply limit no larger than the thinking budget: say so before any
+/// call is made.
+fn check_thinking(
+    settings: &ModelSettings,
+    provider: ProviderName,
+    tool_choice: reel_engine::ToolChoice,
+) -> Result<(), String> {
+    let Some(budget) = settings.thinking_budget else {
+        return Ok(());
+    };
+    if provider != ProviderName::Anthropic {
+        return Err("a thinking budget is for the anthropic provider (extended thinking)".into());
+    }
+    if budget < 1024 {
+        return Err(format!(
+            "the thinking budget is {budget} tokens; Anthropic's minimum is 1024"
+        ));
+    }
+    if settings.temperature.is_some() {
+        return Err(
+            "extended thinking cannot be combined with a temperature (Anthropic's rule): leave one out"
+                .into(),
+        );
+    }
+    if tool_choice == reel_engine::ToolChoice::Required {
+        return Err(
+            "extended thinking cannot be combined with tool_choice: required (Anthropic's rule)"
+                .into(),
+        );
+    }
+    let max_tokens = settings.max_tokens.unwrap_or(4096);
+    if max_tokens <= budget {
+        return Err(format!(
+            "max_tokens ({max_tokens}) must be larger than the thinking budget ({budget}): it counts the thinking too"
+        ));
+    }
+    Ok(())
 }
 
 /// The environment variable that holds the provider's API key.
@@ -414,13 +466,16 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
             .unwrap_or_default(),
         temperature: args.temperature.or(defaults.temperature),
         max_tokens: args.max_tokens.or(defaults.max_tokens),
+        max_tokens_field: defaults.max_tokens_field,
+        thinking_budget: args.thinking_budget.or(defaults.thinking_budget_tokens),
         pricing: defaults.pricing,
         stop: defaults.stop.clone(),
         tool_call_prefill: defaults.tool_call_prefill.clone(),
     };
+    check_thinking(&settings, provider_name, command.tool_choice)?;
     // Tools never see the API key, whichever provider runs.
-    let hidden_env = vec![key_variable(args, defaults, provider_name)];
-    let tools = crate::toolbox::build(command, args.max_iterations, &hidden_env)?;
+    let key = key_variable(args, defaults, provider_name);
+    let tools = crate::toolbox::build(command, args.max_iterations, &key)?;
     let mut reads = vec![InUse::new(&args.command_file, "the command file")];
     reads.extend(script_path.map(|path| InUse::new(path, "the script")));
     reads.extend(

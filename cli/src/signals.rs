@@ -1,5 +1,6 @@
-//! SIGINT and SIGTERM cancel the run instead of killing the process, so that the run is
-//! recorded as stopped, the sinks are flushed and `done` is still the last frame.
+//! SIGINT, SIGTERM and SIGHUP (the terminal went away) cancel the run instead of killing the
+//! process, so that the run is recorded as stopped, the sinks are flushed, command tools are
+//! stopped with their process groups, and `done` is still the last frame.
 
 use std::sync::{
     Arc,
@@ -9,7 +10,7 @@ use std::sync::{
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-/// Watches for SIGINT and SIGTERM and cancels a token when one arrives.
+/// Watches for SIGINT, SIGTERM and SIGHUP and cancels a token when one arrives.
 pub struct SignalWatch {
     received: Arc<AtomicI32>,
 }
@@ -19,6 +20,7 @@ impl SignalWatch {
     pub fn install(cancel: CancellationToken) -> std::io::Result<Self> {
         let mut interrupt = signal(SignalKind::interrupt())?;
         let mut terminate = signal(SignalKind::terminate())?;
+        let mut hangup = signal(SignalKind::hangup())?;
         let received = Arc::new(AtomicI32::new(0));
         let seen = Arc::clone(&received);
         tokio::spawn(async move {
@@ -26,6 +28,7 @@ impl SignalWatch {
                 let number = tokio::select! {
                     _ = interrupt.recv() => 2,
                     _ = terminate.recv() => 15,
+                    _ = hangup.recv() => 1,
                 };
                 tracing::warn!("received signal {number}: stopping the run");
                 let _ = seen.compare_exchange(0, number, Ordering::SeqCst, Ordering::SeqCst);
@@ -35,7 +38,7 @@ impl SignalWatch {
         Ok(Self { received })
     }
 
-    /// The first signal received, if any (2 or 15).
+    /// The first signal received, if any (2, 15 or 1).
     pub fn received(&self) -> Option<i32> {
         match self.received.load(Ordering::SeqCst) {
             0 => None,

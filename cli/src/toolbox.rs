@@ -4,8 +4,13 @@
 //! (`./tools/weather.sh`), so a command file and its tools move together; a bare name (`jq`)
 //! is looked up on PATH as usual. The tool runs in reel's working directory, so a tool that
 //! works on files sees the user's files.
+//!
+//! A command tool's environment is built from an allow-list: [`BASE_ENV`] and the names its
+//! declaration lists under `env:`, never anything else (other providers' keys, cloud
+//! credentials, database passwords stay with reel). It runs under reel's tool guard (`reel
+//! __tool-guard`), which kills its process group if reel dies.
 
-use std::time::Duration;
+use std::{ffi::OsString, time::Duration};
 
 use reel_engine::{
     CommandTool, DEFAULT_MAX_ITERATIONS, Tool, ToolDefinition, ToolExecutor, Toolbox,
@@ -17,16 +22,25 @@ use crate::command_file::{CommandFile, ExecutorDeclaration};
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long reel waits for the client to answer a client tool call.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(300);
-/// The most stdout of a command tool the model gets.
+/// The most stdout of a command tool the model gets, unless its declaration says otherwise.
 const MAX_OUTPUT_BYTES: usize = 64 * 1024;
+/// The most a declaration may allow: output goes to the model and onto the log.
+const MAX_OUTPUT_CEILING: usize = 16 * 1024 * 1024;
 
-/// The toolbox of `command`; `max_iterations` (a flag) overrides the file's; `hidden_env`
-/// names variables the tools must not see (the API key's).
+/// The variables every command tool gets from reel's environment (when they are set).
+pub const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG", "TERM", "TMPDIR"];
+
+/// The first argument that makes reel the guard of a command tool.
+pub const GUARD_COMMAND: &str = "__tool-guard";
+
+/// The toolbox of `command`; `max_iterations` (a flag) overrides the file's; `api_key_env`
+/// names the variable no tool may ask for (the API key's).
 pub fn build(
     command: &CommandFile,
     max_iterations: Option<u32>,
-    hidden_env: &[String],
+    api_key_env: &str,
 ) -> Result<Toolbox, String> {
+    let guard = guard_command();
     let tools = command
         .tools
         .iter()
@@ -47,12 +61,28 @@ pub fn build(
                             .display()
                             .to_string();
                     }
+                    let max_output_bytes = declared.max_output_bytes.unwrap_or(MAX_OUTPUT_BYTES);
+                    if max_output_bytes > MAX_OUTPUT_CEILING {
+                        return Err(format!(
+                            "tool {:?}: max_output_bytes is {max_output_bytes}; the most reel allows is {MAX_OUTPUT_CEILING} (16 MiB)",
+                            declared.name
+                        ));
+                    }
+                    if let Some(name) = declared.env.iter().find(|name| *name == api_key_env) {
+                        return Err(format!(
+                            "tool {:?} asks for {name}, the variable that holds the API key: tools never see the key",
+                            declared.name
+                        ));
+                    }
+                    let mut env: Vec<String> = BASE_ENV.iter().map(|n| (*n).to_owned()).collect();
+                    env.extend(declared.env.iter().cloned());
                     ToolExecutor::Command(CommandTool {
                         argv,
                         timeout: timeout.unwrap_or(COMMAND_TIMEOUT),
-                        max_output_bytes: declared.max_output_bytes.unwrap_or(MAX_OUTPUT_BYTES),
-                        hidden_env: hidden_env.to_vec(),
+                        max_output_bytes,
+                        env,
                         working_dir: None,
+                        guard: guard.clone(),
                     })
                 }
             };
@@ -72,6 +102,20 @@ pub fn build(
     Toolbox::new(tools, max_iterations)
         .map(|toolbox| toolbox.with_first_call(command.tool_choice))
         .map_err(|e| format!("tools: {e}"))
+}
+
+/// `reel __tool-guard`, by the path of this very binary; `None` (tools then start directly,
+/// and outlive a reel killed with `kill -9`) when that path cannot be found.
+fn guard_command() -> Option<Vec<OsString>> {
+    match std::env::current_exe() {
+        Ok(exe) => Some(vec![exe.into_os_string(), GUARD_COMMAND.into()]),
+        Err(error) => {
+            tracing::warn!(
+                "cannot find reel's own binary ({error}): command tools run without their guard"
+            );
+            None
+        }
+    }
 }
 
 /// The programs of `command`'s command tools that are paths (a bare name is looked up on

@@ -1,9 +1,11 @@
 //! The model context projection: the conversation the next model call sees.
 //!
 //! Like the timeline, it is a pure fold over the log, so a resumed or replayed session gives the
-//! model exactly what the live session would have. Reasoning is shown to users but not sent back
-//! to models; text that streamed before a run was stopped or failed stays in the conversation,
-//! because the user saw it.
+//! model exactly what the live session would have. Reasoning is shown to users and sent back to
+//! models only where the provider signed it (Anthropic's extended thinking, whose API wants the
+//! signed blocks back in a tool loop); unsigned reasoning is dropped from the context when its
+//! model call ends. Text that streamed before a run was stopped or failed stays in the
+//! conversation, because the user saw it.
 
 use std::collections::HashMap;
 
@@ -29,11 +31,33 @@ pub struct ContextToolCall {
     pub arguments: String,
 }
 
+/// A reasoning block of an assistant message that goes back to the provider.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ContextReasoning {
+    pub text: String,
+    /// The provider's signature of `text`.
+    #[serde(default)]
+    pub signature: String,
+    /// A block the provider sent encrypted (it has no text).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub redacted_data: String,
+}
+
+impl ContextReasoning {
+    /// Whether the block goes back to the provider (it was signed, or came encrypted).
+    pub fn is_kept(&self) -> bool {
+        !self.signature.is_empty() || !self.redacted_data.is_empty()
+    }
+}
+
 /// One message of the conversation.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ContextMessage {
     pub role: ContextRole,
     pub text: String,
+    /// For assistant messages: signed reasoning, in the order it came, before the text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<ContextReasoning>,
     /// For assistant messages: the tool calls the model made.
     pub tool_calls: Vec<ContextToolCall>,
     /// For tool messages: the call this is the result of.
@@ -48,6 +72,7 @@ impl ContextMessage {
         Self {
             role,
             text,
+            reasoning: Vec::new(),
             tool_calls: Vec::new(),
             tool_call_id: String::new(),
             is_error: false,
@@ -59,8 +84,12 @@ impl ContextMessage {
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ModelContextProjection {
     messages: Vec<ContextMessage>,
-    /// Text segment message id -> index of its assistant message.
+    /// Text segment message id -> index of its assistant message (for the call in progress).
     segments: HashMap<String, usize>,
+    /// Reasoning segment message id -> its assistant message and reasoning block (for the call
+    /// in progress).
+    #[serde(default)]
+    reasoning_segments: HashMap<String, (usize, usize)>,
     /// The assistant message of the model call in progress, if it has one yet.
     current_assistant: Option<usize>,
     /// Model calls started in the session so far.
@@ -108,14 +137,39 @@ impl Projection for ModelContextProjection {
                 self.current_assistant = None;
                 self.calls += 1;
             }
+            Any::ChatProviderCallFinished(_) => self.end_call(),
+            Any::ChatReasoningSegmentStarted(s) => {
+                let at = self.assistant_message();
+                let reasoning = &mut self.messages[at].reasoning;
+                reasoning.push(ContextReasoning::default());
+                self.reasoning_segments
+                    .insert(s.message_id.clone(), (at, reasoning.len() - 1));
+            }
+            Any::ChatReasoningDelta(d) => {
+                if let Some(block) = self.reasoning_block(&d.message_id) {
+                    block.text.push_str(&d.text);
+                }
+            }
+            Any::ChatReasoningSignature(signed) if !signed.redacted_data.is_empty() => {
+                let at = self.assistant_message();
+                self.messages[at].reasoning.push(ContextReasoning {
+                    redacted_data: signed.redacted_data.clone(),
+                    ..ContextReasoning::default()
+                });
+            }
+            Any::ChatReasoningSignature(signed) => {
+                if let Some(block) = self.reasoning_block(&signed.message_id) {
+                    block.signature.clone_from(&signed.signature);
+                }
+            }
             Any::ChatTextSegmentStarted(s) => {
                 let at = self.assistant_message();
                 self.segments.insert(s.message_id.clone(), at);
             }
             Any::ChatTextDelta(d) => {
                 let at = match self.segments.get(&d.message_id) {
-                    Some(&at) => at,
-                    None => {
+                    Some(&at) if at < self.messages.len() => at,
+                    _ => {
                         let at = self.assistant_message();
                         self.segments.insert(d.message_id.clone(), at);
                         at
@@ -144,6 +198,32 @@ impl Projection for ModelContextProjection {
 }
 
 impl ModelContextProjection {
+    /// The reasoning block of the segment `message_id` of the call in progress.
+    fn reasoning_block(&mut self, message_id: &str) -> Option<&mut ContextReasoning> {
+        let &(at, block) = self.reasoning_segments.get(message_id)?;
+        self.messages.get_mut(at)?.reasoning.get_mut(block)
+    }
+
+    /// A model call ended: its segments are closed, reasoning that is not sent back is dropped,
+    /// and an assistant message left with nothing in it is removed.
+    fn end_call(&mut self) {
+        self.segments.clear();
+        self.reasoning_segments.clear();
+        let Some(at) = self.current_assistant else {
+            return;
+        };
+        if let Some(message) = self.messages.get_mut(at) {
+            message.reasoning.retain(ContextReasoning::is_kept);
+            let empty = message.text.is_empty()
+                && message.tool_calls.is_empty()
+                && message.reasoning.is_empty();
+            if empty && at + 1 == self.messages.len() {
+                self.messages.pop();
+                self.current_assistant = None;
+            }
+        }
+    }
+
     /// The assistant message of the current model call, created on first use.
     fn assistant_message(&mut self) -> usize {
         if let Some(at) = self.current_assistant {

@@ -13,7 +13,14 @@ use futures::{StreamExt, stream::BoxStream};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::provider::{ProviderError, ProviderEvent, ProviderStream};
+use crate::{
+    provider::{ProviderError, ProviderEvent, ProviderStream},
+    secrets::Secrets,
+    sse_limit,
+};
+
+/// The most of an error response's body reel reads (the provider's message is at its start).
+const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// How an HTTP provider is reached.
 #[derive(Clone, Debug)]
@@ -40,6 +47,11 @@ impl HttpConfig {
             max_retries: 3,
             first_backoff: Duration::from_millis(500),
         }
+    }
+
+    /// The secrets of this config (the key, and the base URL's password and query values).
+    pub fn secrets(&self) -> Secrets {
+        Secrets::new(self.api_key.as_deref(), &self.base_url)
     }
 
     /// `path` under the base URL.
@@ -108,12 +120,14 @@ impl HttpRequest {
     }
 }
 
-/// Streams one call: `request` sent by `client`, its events read by `dialect`.
+/// Streams one call: `request` sent by `client`, its events read by `dialect`. Every event and
+/// error is passed through `secrets` on its way out.
 pub(crate) fn stream_call<D: Dialect>(
     client: reqwest::Client,
     config: HttpConfig,
     request: Result<HttpRequest, ProviderError>,
     dialect: D,
+    secrets: Secrets,
 ) -> ProviderStream {
     let call = Call {
         client,
@@ -129,7 +143,49 @@ pub(crate) fn stream_call<D: Dialect>(
         let next = call.next().await?;
         Some((next, call))
     })
+    .map(move |event| redact(&secrets, event))
     .boxed()
+}
+
+/// `event` with every secret taken out of its text.
+fn redact(
+    secrets: &Secrets,
+    event: Result<ProviderEvent, ProviderError>,
+) -> Result<ProviderEvent, ProviderError> {
+    let clean = |text: String| match secrets.redact(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(clean) => clean,
+    };
+    Ok(match event {
+        Err(ProviderError::Upstream(m)) => return Err(ProviderError::Upstream(clean(m))),
+        Err(ProviderError::Invalid(m)) => return Err(ProviderError::Invalid(clean(m))),
+        Err(ProviderError::Crashed(m)) => return Err(ProviderError::Crashed(clean(m))),
+        Ok(ProviderEvent::TextDelta(t)) => ProviderEvent::TextDelta(clean(t)),
+        Ok(ProviderEvent::ReasoningDelta(t)) => ProviderEvent::ReasoningDelta(clean(t)),
+        Ok(ProviderEvent::ToolArgumentsDelta { id, delta }) => ProviderEvent::ToolArgumentsDelta {
+            id,
+            delta: clean(delta),
+        },
+        Ok(ProviderEvent::ToolCallReady {
+            id,
+            name,
+            arguments,
+        }) => ProviderEvent::ToolCallReady {
+            id,
+            name,
+            arguments: clean(arguments),
+        },
+        Ok(ProviderEvent::Retrying {
+            attempt,
+            delay_ms,
+            reason,
+        }) => ProviderEvent::Retrying {
+            attempt,
+            delay_ms,
+            reason: clean(reason),
+        },
+        Ok(other) => other,
+    })
 }
 
 /// One model call in progress.
@@ -177,7 +233,7 @@ impl<D: Dialect> Call<D> {
                 Ok(Some(Err(error))) => {
                     self.done = true;
                     return Some(Err(ProviderError::Upstream(format!(
-                        "the reply stream broke: {error}"
+                        "the reply broke off: {error}"
                     ))));
                 }
                 Ok(Some(Ok(event))) => {
@@ -205,21 +261,24 @@ impl<D: Dialect> Call<D> {
             }
             Ok(Err(error)) => {
                 return self
-                    .retry_or(format!("cannot reach {url}: {}", without_url(&error)))
+                    .retry_or(format!("cannot reach {url}: {}", error_chain(&error)))
                     .await;
             }
             Ok(Ok(response)) => response,
         };
         let status = response.status();
         if status.is_success() {
-            let events = response
-                .bytes_stream()
-                .eventsource()
-                .map(|event| event.map_err(|e| e.to_string()));
+            let body = sse_limit::bounded(response.bytes_stream(), sse_limit::MAX_EVENT_BYTES);
+            let events = body.eventsource().map(|event| {
+                event.map_err(|error| match error {
+                    eventsource_stream::EventStreamError::Transport(body) => body.to_string(),
+                    other => other.to_string(),
+                })
+            });
             self.events = Some(events.boxed());
             return Ok(());
         }
-        let body = response.text().await.unwrap_or_default();
+        let body = error_body(response).await;
         let message = format!("HTTP {}: {}", status.as_u16(), error_message(&body));
         if status.as_u16() == 429 || status.is_server_error() {
             self.retry_or(message).await
@@ -257,13 +316,53 @@ fn jitter(bound: u64) -> u64 {
     u64::from(nanos) % bound
 }
 
-/// An HTTP error without the URL (which may hold credentials in user-info).
-fn without_url(error: &reqwest::Error) -> String {
-    let mut error = error.to_string();
-    if let Some(at) = error.find(" for url (") {
-        error.truncate(at);
+/// The start of an error response's body, at most [`MAX_ERROR_BODY`] bytes of it.
+async fn error_body(response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(Ok(chunk)) = chunks.next().await {
+        let room = MAX_ERROR_BODY - body.len();
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() >= MAX_ERROR_BODY {
+            break;
+        }
     }
-    error
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// An error with everything that caused it ("error sending request: client error (Connect):
+/// tcp connect error: Connection refused (os error 111)"), URLs left out (they may hold
+/// credentials; the caller names the URL), and a word on what to do when the cause is a common
+/// one.
+pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(error) = next {
+        let mut text = error.to_string();
+        if let Some(at) = text.find(" for url (") {
+            text.truncate(at);
+        }
+        if !parts.last().is_some_and(|last| last.contains(&text)) {
+            parts.push(text);
+        }
+        next = error.source();
+    }
+    let chain = parts.join(": ");
+    let root = parts.last().map(|p| p.to_lowercase()).unwrap_or_default();
+    let hint = if root.contains("connection refused") {
+        " (nothing listens there: is the server running, on that port?)"
+    } else if root.contains("dns error") || root.contains("failed to lookup") {
+        " (the host name does not resolve: check the base URL)"
+    } else if root.contains("certificate") {
+        " (the server's TLS certificate is not trusted)"
+    } else if root.contains("connection closed") || root.contains("connection reset") {
+        " (the server closed the connection in the middle of the reply)"
+    } else if root.contains("timed out") {
+        " (no answer in time)"
+    } else {
+        ""
+    };
+    format!("{chain}{hint}")
 }
 
 /// The provider's own message from an error body, or the body itself.

@@ -24,9 +24,11 @@ pub mod projection;
 pub mod provider;
 pub mod run;
 pub mod scripted;
+pub mod secrets;
 pub mod server;
 pub mod session;
 pub mod sink;
+mod sse_limit;
 pub mod store;
 pub mod timeline;
 pub mod tools;
@@ -34,7 +36,9 @@ pub mod usage;
 
 pub use anthropic::AnthropicProvider;
 pub use catalog::{SessionCatalog, SessionSummary, run_tally, session_title};
-pub use context::{ContextMessage, ContextRole, ContextToolCall, ModelContextProjection};
+pub use context::{
+    ContextMessage, ContextReasoning, ContextRole, ContextToolCall, ModelContextProjection,
+};
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use http_stream::HttpConfig;
 pub use id::{IdError, MAX_REQUEST_ID, MAX_SESSION_ID, check_request_id, check_session_id, new_id};
@@ -44,6 +48,7 @@ pub use output::{CommittedEvent, Output, OutputKind};
 pub use projection::Projection;
 pub use provider::{
     ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream,
+    TokenLimitField,
 };
 pub use run::{ActiveRun, RunEvent, RunFailure, RunOutcome, RunRequest};
 pub use scripted::{Repeat, Script, ScriptError, ScriptedProvider, Step};
@@ -56,6 +61,6 @@ pub use store::{
 pub use timeline::{OpenRun, TimelineProjection};
 pub use tools::{
     CommandTool, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool, ToolChoice, ToolDefinition, ToolExecutor,
-    ToolOutput, Toolbox, ToolboxError,
+    ToolOutput, Toolbox, ToolboxError, run_tool_guard,
 };
 pub use usage::{Pricing, UsageProjection};

@@ -14,7 +14,10 @@ use serde_json::{Value, json};
 use crate::{
     context::{ContextMessage, ContextRole},
     http_stream::{Dialect, HttpConfig, HttpRequest, Pending, error_text, stream_call},
-    provider::{ModelRequest, Provider, ProviderError, ProviderEvent, ProviderStream},
+    provider::{
+        ModelRequest, Provider, ProviderError, ProviderEvent, ProviderStream, TokenLimitField,
+    },
+    secrets::Secrets,
     tools::ToolChoice,
 };
 
@@ -22,6 +25,7 @@ use crate::{
 pub struct OpenAiProvider {
     client: reqwest::Client,
     config: HttpConfig,
+    secrets: Secrets,
 }
 
 impl OpenAiProvider {
@@ -31,6 +35,7 @@ impl OpenAiProvider {
     pub fn new(config: HttpConfig) -> Result<Self, ProviderError> {
         Ok(Self {
             client: config.client()?,
+            secrets: config.secrets(),
             config,
         })
     }
@@ -56,7 +61,11 @@ impl OpenAiProvider {
             body["temperature"] = json!(temperature);
         }
         if let Some(max_tokens) = request.settings.max_tokens {
-            body["max_tokens"] = json!(max_tokens);
+            let field = request
+                .settings
+                .max_tokens_field
+                .unwrap_or_else(|| TokenLimitField::for_model(&request.settings.model));
+            body[field.as_str()] = json!(max_tokens);
         }
         if !request.tools.is_empty() {
             let tools: Vec<Value> = request
@@ -136,6 +145,7 @@ impl Provider for OpenAiProvider {
             self.config.clone(),
             http,
             Chunks::default(),
+            self.secrets.clone(),
         )
     }
 }
@@ -146,6 +156,8 @@ struct Chunks {
     /// Tool calls by their index in the response: id, name, arguments so far.
     tool_calls: Vec<(String, String, String)>,
     finish_reason: Option<String>,
+    /// Whether the server has said which model answers.
+    model_named: bool,
 }
 
 impl Dialect for Chunks {
@@ -171,6 +183,10 @@ impl Dialect for Chunks {
         if let Some(error) = chunk.error {
             out.push_back(Err(ProviderError::Upstream(error_text(&error))));
             return true;
+        }
+        if let Some(model) = chunk.model.filter(|m| !m.is_empty() && !self.model_named) {
+            self.model_named = true;
+            out.push_back(Ok(ProviderEvent::ResponseModel(model)));
         }
         for choice in chunk.choices.into_iter().flatten() {
             if let Some(delta) = choice.delta {
@@ -263,6 +279,8 @@ impl Chunks {
 /// One streamed chunk, read leniently: every field may be missing or null.
 #[derive(Deserialize)]
 struct Chunk {
+    #[serde(default)]
+    model: Option<String>,
     #[serde(default)]
     choices: Option<Vec<Choice>>,
     #[serde(default)]

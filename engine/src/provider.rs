@@ -12,12 +12,50 @@ use crate::{
     tools::{ToolChoice, ToolDefinition},
 };
 
+/// Which request field carries the reply limit on an OpenAI-compatible server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenLimitField {
+    /// `max_tokens`: what most servers (and OpenAI's older models) take.
+    MaxTokens,
+    /// `max_completion_tokens`: what OpenAI's reasoning models (o1, o3, o4, gpt-5) require.
+    MaxCompletionTokens,
+}
+
+impl TokenLimitField {
+    /// The field `model` needs when the settings name none: OpenAI's reasoning models refuse
+    /// `max_tokens`.
+    pub fn for_model(model: &str) -> Self {
+        let name = model.rsplit('/').next().unwrap_or(model);
+        let reasoning = ["o1", "o3", "o4", "gpt-5"]
+            .iter()
+            .any(|family| name == *family || name.starts_with(&format!("{family}-")));
+        if reasoning {
+            TokenLimitField::MaxCompletionTokens
+        } else {
+            TokenLimitField::MaxTokens
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenLimitField::MaxTokens => "max_tokens",
+            TokenLimitField::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
+}
+
 /// Settings a provider call is made with.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelSettings {
     pub model: String,
+    /// Sent exactly as given (an `f64`, so 0.2 goes out as 0.2).
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
+    /// Where an OpenAI-compatible request puts `max_tokens`; `None` chooses by model family.
+    pub max_tokens_field: Option<TokenLimitField>,
+    /// Tokens Anthropic's extended thinking may use; `None` leaves it off.
+    pub thinking_budget: Option<u32>,
     /// Prices the cost of each call's usage is computed with.
     pub pricing: Option<crate::usage::Pricing>,
     /// Sequences that end the reply where they appear.
@@ -108,4 +146,34 @@ pub trait Provider: Send + Sync {
 
     /// Starts a model call.
     fn stream(&self, request: ModelRequest) -> ProviderStream;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TokenLimitField;
+
+    #[test]
+    fn reasoning_models_get_max_completion_tokens() {
+        for model in [
+            "o1",
+            "o3-mini",
+            "o4-mini-2025",
+            "gpt-5",
+            "gpt-5-nano",
+            "openai/o3",
+        ] {
+            assert_eq!(
+                TokenLimitField::for_model(model),
+                TokenLimitField::MaxCompletionTokens,
+                "{model}"
+            );
+        }
+        for model in ["gpt-4o", "gpt-4.1-mini", "llama3.2", "smollm2", "", "o1x"] {
+            assert_eq!(
+                TokenLimitField::for_model(model),
+                TokenLimitField::MaxTokens,
+                "{model}"
+            );
+        }
+    }
 }

@@ -3,6 +3,8 @@
 //! Without a script it echoes the newest user message back word by word. With a script it
 //! plays one turn per model call of the session: the first call plays `turns[0]`, the second
 //! `turns[1]`, ... (counted over the whole session, so a resumed session goes on where it was).
+//! Past its last turn the script starts again from its first, so a session can go on as long as
+//! it is used (a resumed example behaves as it did the first time).
 //!
 //! ```yaml
 //! turns:                                  # one entry per model call
@@ -21,7 +23,7 @@
 //! A turn ends with stop reason `tool_calls` when it made a tool call and `stop` otherwise,
 //! unless a `stop_reason` step says otherwise.
 
-use std::{collections::VecDeque, path::Path, time::Duration};
+use std::{collections::VecDeque, io::Read, path::Path, time::Duration};
 
 use futures::{StreamExt, stream};
 use reel_proto::chat::UsageInfo;
@@ -34,6 +36,8 @@ use crate::{
 
 /// Tool call arguments are streamed in pieces of this many characters, as real models do.
 const ARGUMENT_CHUNK_CHARS: usize = 16;
+/// The largest script file reel reads: 16 MiB.
+pub const MAX_SCRIPT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// A script of model turns.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -118,12 +122,29 @@ impl Script {
         })
     }
 
-    /// Reads and parses a YAML script file.
+    /// Reads and parses a YAML script file of at most [`MAX_SCRIPT_BYTES`].
     pub fn load(path: &Path) -> Result<Self, ScriptError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
+        let read = |source| ScriptError::Read {
             path: origin.clone(),
             source,
+        };
+        let file = std::fs::File::open(path).map_err(read)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_SCRIPT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read)?;
+        if bytes.len() as u64 > MAX_SCRIPT_BYTES {
+            return Err(ScriptError::Parse {
+                path: origin,
+                message: format!(
+                    "it is larger than {MAX_SCRIPT_BYTES} bytes, the most a script may be (a `repeat` step makes a long reply from a short script)"
+                ),
+            });
+        }
+        let text = String::from_utf8(bytes).map_err(|e| ScriptError::Parse {
+            path: origin.clone(),
+            message: format!("it is not UTF-8 text ({e})"),
         })?;
         Self::parse(&text, &origin)
     }
@@ -158,14 +179,10 @@ impl Provider for ScriptedProvider {
         let call = usize::try_from(request.call_index).unwrap_or(usize::MAX);
         let steps = match &self.script {
             None => echo_steps(&request),
-            Some(script) => match script.turns.get(call) {
-                Some(turn) => turn.clone(),
-                None => vec![Step::Error(format!(
-                    "the script has no turn {} (it has {} turns)",
-                    call + 1,
-                    script.turns.len()
-                ))],
-            },
+            Some(script) if script.turns.is_empty() => {
+                vec![Step::Error("the script has no turns".into())]
+            }
+            Some(script) => script.turns[call % script.turns.len()].clone(),
         };
         let steps = steps
             .into_iter()

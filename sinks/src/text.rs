@@ -1,4 +1,6 @@
-//! `--output text`: the assistant's reply as plain text, streamed as it arrives.
+//! `--output text`: the assistant's reply as plain text, streamed as it arrives. A tool call
+//! that failed (a tool that cannot run, that exits non-zero, that times out) is reported on
+//! stderr, since the reply alone would not show it.
 
 use std::io::{self, Write};
 
@@ -43,6 +45,11 @@ impl<W: Write + Send + 'static> Sink for TextSink<W> {
                 for output in batch.iter() {
                     match &output.kind {
                         OutputKind::Event(committed) => {
+                            if let Any::ChatToolResultReady(result) = &committed.entry.event
+                                && result.is_error
+                            {
+                                report_tool_error(&result.tool_name, &result.result);
+                            }
                             for ui in &committed.ui_events {
                                 if let Some(Any::ChatTextPatch(patch)) = &ui.payload
                                     && patch.role == "assistant"
@@ -78,4 +85,14 @@ impl<W: Write + Send + 'static> Sink for TextSink<W> {
         .await
         .map_err(|join| SinkError::Io(io::Error::other(join.to_string())))?
     }
+}
+
+/// Reports a failed tool call on stderr: its name and the start of what it said.
+fn report_tool_error(tool: &str, result: &str) {
+    const SHOWN: usize = 500;
+    let mut said: String = result.chars().take(SHOWN).collect();
+    if result.chars().count() > SHOWN {
+        said.push('…');
+    }
+    tracing::warn!("tool {tool:?} failed: {}", said.trim().escape_debug());
 }

@@ -10,10 +10,13 @@ pub mod fork;
 pub mod frames;
 mod printable;
 pub mod progress;
+pub use remove::RmArgs;
+mod remove;
 pub mod replay;
 pub mod sessions;
 pub mod show;
 pub mod tail;
+mod tail_text;
 pub mod transcript;
 
 use std::path::PathBuf;
@@ -201,6 +204,7 @@ pub async fn run(action: crate::cli::Action) -> u8 {
         Action::Replay(args) => replay::run(args).await,
         Action::Fork(args) => fork::run(args).await,
         Action::Tail(args) => tail::run(args).await,
+        Action::Rm(args) => remove::run(args).await,
         Action::RunCommand(_) | Action::Bench(_) | Action::Verify(_) => {
             unreachable!("dispatched in main")
         }

@@ -28,9 +28,7 @@ pub async fn run(args: ShowArgs) -> Result<(), String> {
     let at = resolve_at(&summary, args.at)?;
     let transcript = fold(&mut reader.store, &args.session_id, at).await?;
     let stdout = std::io::stdout();
-    let paint = Paint {
-        colour: stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-    };
+    let paint = Paint::for_stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     render(
         &mut out,
@@ -65,6 +63,13 @@ pub struct Paint {
 }
 
 impl Paint {
+    /// Colour when stdout is a terminal and NO_COLOR is not set.
+    pub fn for_stdout() -> Self {
+        Self {
+            colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
+
     fn style(&self, code: &str, text: &str) -> String {
         if self.colour {
             format!("\x1b[{code}m{text}\x1b[0m")
@@ -72,19 +77,19 @@ impl Paint {
             text.to_owned()
         }
     }
-    fn bold(&self, text: &str) -> String {
+    pub fn bold(&self, text: &str) -> String {
         self.style("1", text)
     }
-    fn dim(&self, text: &str) -> String {
+    pub fn dim(&self, text: &str) -> String {
         self.style("2", text)
     }
-    fn user(&self, text: &str) -> String {
+    pub fn user(&self, text: &str) -> String {
         self.style("1;36", text)
     }
-    fn tool(&self, text: &str) -> String {
+    pub fn tool(&self, text: &str) -> String {
         self.style("33", text)
     }
-    fn error(&self, text: &str) -> String {
+    pub fn error(&self, text: &str) -> String {
         self.style("31", text)
     }
 }

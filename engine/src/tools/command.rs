@@ -2,10 +2,13 @@
 //!
 //! The subprocess runs in its own process group, so that everything it started dies with it:
 //! when the call times out, when its output passes the cap, and when the run is cancelled (the
-//! future is dropped, and a guard kills the group). Exit status 0 is a result; anything else is
-//! an error result carrying what the tool printed, so the model can read why.
+//! future is dropped, and a drop guard kills the group). Started through the tool guard
+//! ([`super::guard`]), the group also dies when reel itself is killed. The tool sees only the
+//! environment variables it is allowed ([`CommandTool::env`]), never the others' secrets.
+//! Exit status 0 is a result; anything else is an error result carrying what the tool printed,
+//! so the model can read why.
 
-use std::{path::PathBuf, process::Stdio, time::Duration};
+use std::{ffi::OsString, path::PathBuf, process::Stdio, time::Duration};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
@@ -19,28 +22,43 @@ pub struct CommandTool {
     pub timeout: Duration,
     /// At most this many bytes of stdout reach the model; a tool that prints more is stopped.
     pub max_output_bytes: usize,
-    /// Environment variables the tool must not see (the API key's variable).
-    pub hidden_env: Vec<String>,
+    /// The environment variables the tool gets from reel's environment, by name; every other
+    /// variable is left out.
+    pub env: Vec<String>,
     /// Where it runs; `None` for reel's own working directory.
     pub working_dir: Option<PathBuf>,
+    /// The tool guard's command (program and arguments, the tool's command follows): it kills
+    /// the tool's process group when reel dies. `None` starts the tool directly.
+    pub guard: Option<Vec<OsString>>,
 }
 
 impl CommandTool {
     /// Runs the command with `arguments` on stdin.
     pub async fn run(&self, arguments: &str) -> ToolOutput {
-        let Some((program, args)) = self.argv.split_first() else {
+        let Some(program) = self.argv.first() else {
             return ToolOutput::error("the tool has an empty command");
         };
-        let mut command = tokio::process::Command::new(program);
+        let argv: Vec<OsString> = match &self.guard {
+            Some(guard) => guard
+                .iter()
+                .cloned()
+                .chain(self.argv.iter().map(OsString::from))
+                .collect(),
+            None => self.argv.iter().map(OsString::from).collect(),
+        };
+        let mut command = tokio::process::Command::new(&argv[0]);
         command
-            .args(args)
+            .args(&argv[1..])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true);
-        for name in &self.hidden_env {
-            command.env_remove(name);
+            .kill_on_drop(true)
+            .env_clear();
+        for name in &self.env {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
         }
         if let Some(dir) = &self.working_dir {
             command.current_dir(dir);
@@ -58,13 +76,19 @@ impl CommandTool {
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let cap = self.max_output_bytes;
+        let guarded = self.guard.is_some();
+        let input = if guarded {
+            super::guard::frame_arguments(arguments)
+        } else {
+            [arguments.as_bytes(), b"\n"].concat()
+        };
         let work = async {
             let feed = async {
-                if let Some(mut stdin) = stdin {
-                    // A tool that does not read its input closes the pipe: not an error.
-                    let _ = stdin.write_all(arguments.as_bytes()).await;
-                    let _ = stdin.write_all(b"\n").await;
-                }
+                let mut stdin = stdin?;
+                // A tool that does not read its input closes the pipe: not an error.
+                let _ = stdin.write_all(&input).await;
+                // The guard watches this pipe: it stays open while the call runs.
+                guarded.then_some(stdin)
             };
             let out = async {
                 let out = read_capped(stdout, cap).await;
@@ -73,9 +97,11 @@ impl CommandTool {
                 }
                 out
             };
-            let ((), (out, overflowed), (err, _)) =
+            let (watched, (out, overflowed), (err, _)) =
                 tokio::join!(feed, out, read_capped(stderr, cap));
-            (out, overflowed, err, child.wait().await)
+            let status = child.wait().await;
+            drop(watched);
+            (out, overflowed, err, status)
         };
         let outcome = tokio::time::timeout(self.timeout, work).await;
         group.kill();
@@ -156,8 +182,9 @@ mod tests {
             argv: vec!["sh".into(), "-c".into(), script.into()],
             timeout: Duration::from_millis(timeout_ms),
             max_output_bytes: cap,
-            hidden_env: vec!["REEL_TEST_SECRET".into()],
+            env: vec!["PATH".into(), "HOME".into()],
             working_dir: None,
+            guard: None,
         }
     }
 
@@ -221,9 +248,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn hidden_variables_are_unset_and_a_missing_program_is_an_error() {
+    async fn only_allowed_variables_pass_and_a_missing_program_is_an_error() {
         let mut tool = sh("printf '%s' \"${HOME:-unset}\"", 5_000, 100);
-        tool.hidden_env = vec!["HOME".into()];
+        tool.env = vec!["PATH".into()];
         assert_eq!(tool.run("{}").await, ToolOutput::ok("unset"));
         let missing = CommandTool {
             argv: vec!["/nonexistent/tool".into()],

@@ -7,12 +7,14 @@
 //! records the outcome on the log; the toolbox itself knows nothing of the log.
 
 mod command;
+mod guard;
 
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 
 pub use command::CommandTool;
+pub use guard::run_tool_guard;
 
 /// How many model calls one run may make before reel stops answering tool calls.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;

@@ -1,9 +1,11 @@
 //! `reel export SESSION --format jsonl|markdown|html|turns [--at ORDINAL] [-o FILE]`.
 //!
-//! Every format is regenerated from the log up to the ordinal, streamed page by page. A file is
-//! written next to its destination and renamed into place when complete, so a failed export
-//! never leaves half a file under the name asked for.
+//! Every format is regenerated from the log up to the ordinal, streamed page by page. Where it
+//! goes is decided first ([`destination`]): a file is written next to its destination and
+//! renamed into place when complete, so a failed export never leaves half a file under the name
+//! asked for; a device or FIFO is opened; nothing else (a directory, the database) is touched.
 
+mod destination;
 mod html;
 mod jsonl;
 mod markdown;
@@ -16,6 +18,8 @@ use std::{
 use reel_engine::{ModelContextProjection, Projection};
 
 use super::{Database, LogPages, resolve_at, show};
+use crate::same_file::InUse;
+use destination::Output;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -59,20 +63,16 @@ pub async fn run(args: ExportArgs) -> Result<(), String> {
             Ok(())
         }
         Some(path) => {
-            let folder = path
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(std::path::Path::new("."));
-            let file = tempfile::NamedTempFile::new_in(folder)
-                .map_err(|e| format!("cannot write in {}: {e}", folder.display()))?;
-            let out = BufWriter::new(file);
-            let out = export(store, args.format, id, at, out).await?;
-            let file = out
+            let in_use = match reader.location.sqlite_path() {
+                Some(db) => InUse::database(db, "the timeline database this export reads"),
+                None => Vec::new(),
+            };
+            let output = Output::create(destination::choose(path, &in_use)?)?;
+            let out = export(store, args.format, id, at, BufWriter::new(output)).await?;
+            let output = out
                 .into_inner()
                 .map_err(|e| format!("cannot write {}: {}", path.display(), e.error()))?;
-            file.persist(path)
-                .map_err(|e| format!("cannot write {}: {}", path.display(), e.error))?;
-            Ok(())
+            output.finish()
         }
     }
 }
