@@ -10,13 +10,17 @@ use std::{
     process::{Command, Output, Stdio},
 };
 
+mod local_llm;
 mod peak_rss;
+mod pg_schema;
 mod rpc_client;
 pub mod sse_server;
 pub mod stored;
 mod timeline_db;
 
+pub use local_llm::local_llm_python;
 pub use peak_rss::PeakRss;
+pub use pg_schema::PgSchema;
 pub use rpc_client::{RpcClient, assert_request_scoped};
 pub use timeline_db::{TimelineDb, TurnUsage};
 
@@ -43,13 +47,27 @@ pub fn reel_binary() -> PathBuf {
     binary
 }
 
-/// The PostgreSQL server the tests use (`REEL_TEST_POSTGRES`, default the machine's own), or
-/// `None` after saying so when it does not answer on a developer machine. Under CI it must.
-pub fn postgres_dsn() -> Option<String> {
-    let dsn = std::env::var("REEL_TEST_POSTGRES")
+/// Says that a test cannot run here, in the default output of `cargo test`, and returns.
+/// Under CI (`CI` set) a skip is a failure: CI provides everything the tests need.
+///
+/// The message is written to the process's stderr directly: libtest captures `eprintln!` of a
+/// passing test and would show nothing.
+pub fn skip(reason: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI never skips a test, and this one would: {reason}"
+    );
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {reason}");
+}
+
+/// The PostgreSQL server the tests use (`REEL_TEST_POSTGRES`, default the machine's own), with
+/// a schema of the test's own that is dropped when the returned value is; `None` after saying
+/// so when the server does not answer (never under CI).
+pub fn postgres() -> Option<PgSchema> {
+    let server = std::env::var("REEL_TEST_POSTGRES")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let host = dsn.rsplit_once('@').map_or("127.0.0.1:5432", |(_, rest)| {
-        rest.split('/').next().unwrap_or(rest)
+    let host = server.rsplit_once('@').map_or("127.0.0.1:5432", |(_, rest)| {
+        rest.split(['/', '?']).next().unwrap_or(rest)
     });
     let reachable = std::net::ToSocketAddrs::to_socket_addrs(host)
         .ok()
@@ -58,18 +76,13 @@ pub fn postgres_dsn() -> Option<String> {
             std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_secs(2))
                 .is_ok()
         });
-    match (reachable, std::env::var_os("CI").is_some()) {
-        (true, _) => Some(dsn),
-        (false, true) => {
-            panic!("PostgreSQL at {host} does not answer; CI never skips the PostgreSQL tests")
-        }
-        (false, false) => {
-            eprintln!(
-                "SKIPPED: PostgreSQL at {host} does not answer (set REEL_TEST_POSTGRES to use another server)"
-            );
-            None
-        }
+    if !reachable {
+        skip(&format!(
+            "PostgreSQL at {host} does not answer (set REEL_TEST_POSTGRES to use another server)"
+        ));
+        return None;
     }
+    Some(PgSchema::create(&server))
 }
 
 /// The repository root (for `examples/`).

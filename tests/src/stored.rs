@@ -136,8 +136,8 @@ pub fn assert_log_and_entities_agree(db: &mut TimelineDb, session: &str) -> Vec<
 }
 
 /// Declares each scenario `fn(&Backend)` as two tests: `sqlite::NAME` (a fresh SQLite file) and
-/// `postgres::NAME` (the machine's PostgreSQL; skipped with a message where it does not answer,
-/// never under CI).
+/// `postgres::NAME` (a schema of its own on the machine's PostgreSQL, dropped afterwards;
+/// skipped with a message where the server does not answer, never under CI).
 #[macro_export]
 macro_rules! on_both_backends {
     ($($scenario:ident),* $(,)?) => {
@@ -154,8 +154,8 @@ macro_rules! on_both_backends {
             $(
                 #[test]
                 fn $scenario() {
-                    if let Some(dsn) = $crate::postgres_dsn() {
-                        super::$scenario(&$crate::stored::Backend::Postgres(dsn));
+                    if let Some(schema) = $crate::postgres() {
+                        super::$scenario(&$crate::stored::Backend::Postgres(schema.dsn.clone()));
                     }
                 }
             )*

@@ -15,11 +15,7 @@ fn chromium() -> Option<&'static str> {
             .is_ok_and(|o| o.status.success())
     });
     if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install chromium (see .ci/run)"
-        );
-        eprintln!("SKIPPED: no chromium on PATH (apt-get install chromium)");
+        reel_tests::skip("no chromium on PATH (apt-get install chromium; .ci/run installs it)");
     }
     found
 }

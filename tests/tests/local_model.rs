@@ -1,13 +1,12 @@
 //! reel against a real language model: SmolLM2-135M served by llama.cpp's own server (both from
 //! PyPI, see tools/local-llm), on 127.0.0.1. Asserts structure, not wording.
 //!
-//! Needs the venv `.venv-llm` that `.ci/run` builds (or `REEL_LOCAL_LLM_PYTHON`); without it the
-//! test says so and skips, except under CI.
+//! The model's virtualenv is built once, from PyPI, when missing (see the harness's local_llm);
+//! where it cannot be, the test says so and skips, except under CI.
 
 use std::{
     io::{Read, Write},
     net::{TcpListener, TcpStream},
-    path::PathBuf,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
@@ -27,28 +26,9 @@ impl Drop for LocalModel {
     }
 }
 
-fn python() -> Option<PathBuf> {
-    let python = std::env::var_os("REEL_LOCAL_LLM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".venv-llm/bin/python"));
-    if python.exists() {
-        return Some(python);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must have built {} (see .ci/run)",
-        python.display()
-    );
-    eprintln!(
-        "SKIPPED: no {} (build it as .ci/run does to run the real-model tests)",
-        python.display()
-    );
-    None
-}
-
 impl LocalModel {
     fn start() -> Option<Self> {
-        let python = python()?;
+        let python = reel_tests::local_llm_python()?;
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -169,17 +149,30 @@ fn a_forced_tool_call_goes_through_the_whole_tool_loop_with_a_real_model() {
         return;
     };
     let base_url = format!("http://127.0.0.1:{}/v1", model.port);
-    let output = reel_tests::reel(&[
+    forced_tool_call(&["--base-url", &base_url]);
+}
+
+/// The same on llama.cpp's Anthropic Messages endpoint, its base URL the bare host (as the
+/// official SDKs take it): the forced call gets the same prefill as on the OpenAI path.
+#[test]
+fn a_forced_tool_call_works_on_the_anthropic_endpoint_too() {
+    let Some(model) = LocalModel::start() else {
+        return;
+    };
+    let base_url = format!("http://127.0.0.1:{}", model.port);
+    forced_tool_call(&["--provider", "anthropic", "--base-url", &base_url]);
+}
+
+fn forced_tool_call(flags: &[&str]) {
+    let mut args = vec![
         "run-command",
         "examples/providers/smollm2-weather.yaml",
         "--rpc",
-        "--base-url",
-        &base_url,
         "--timeout-ms",
         "60000",
-    ])
-    .output()
-    .unwrap();
+    ];
+    args.extend_from_slice(flags);
+    let output = reel_tests::reel(&args).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     let frames = reel_tests::parse_frames(&output.stdout);
@@ -195,6 +188,8 @@ fn a_forced_tool_call_goes_through_the_whole_tool_loop_with_a_real_model() {
     let calls = payloads("ChatProviderCallFinished");
     assert!(calls.len() >= 2, "the model was called again: {calls:?}");
     assert_eq!(calls[0]["finishClass"], "tool_calls");
+    // The model the server says answered is recorded beside the one asked for.
+    assert_eq!(calls[0]["responseModel"], "smollm2");
     let requested = payloads("ChatToolCallRequested");
     assert!(!requested.is_empty());
     assert_eq!(requested[0]["toolName"], "get_weather");

@@ -5,14 +5,14 @@ use std::process::Stdio;
 
 use reel_proto::{Any, rpc::rpc_line::Frame};
 use reel_tests::{
-    postgres_dsn,
+    postgres,
     stored::{Backend, assert_log_and_entities_agree, unique},
 };
 
 #[test]
 fn sessions_in_parallel_share_one_postgres() {
-    let Some(dsn) = postgres_dsn() else { return };
-    let backend = Backend::Postgres(dsn);
+    let Some(schema) = postgres() else { return };
+    let backend = Backend::Postgres(schema.dsn.clone());
     let ids: Vec<String> = (0..4).map(|_| unique("parallel")).collect();
     let children: Vec<_> = ids
         .iter()
@@ -51,7 +51,8 @@ fn sessions_in_parallel_share_one_postgres() {
 
 #[test]
 fn a_postgres_server_that_goes_away_ends_the_session_with_a_clear_error() {
-    let Some(dsn) = postgres_dsn() else { return };
+    let Some(schema) = postgres() else { return };
+    let dsn = schema.dsn.clone();
     let backend = Backend::Postgres(dsn.clone());
     let id = unique("gone");
     let mut client = backend.client(&[

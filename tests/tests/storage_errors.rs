@@ -27,12 +27,9 @@ impl SmallDisk {
             .status();
         match mounted {
             Ok(status) if status.success() => Some(Self { path }),
-            _ if std::env::var_os("CI").is_some() => {
-                panic!("CI must be able to mount a small tmpfs for the disk-full test")
-            }
             _ => {
-                eprintln!(
-                    "SKIPPED: cannot mount a tmpfs here (not root?), so the disk-full test cannot run"
+                reel_tests::skip(
+                    "cannot mount a tmpfs here (not root?), so the storage failure tests cannot run",
                 );
                 None
             }
