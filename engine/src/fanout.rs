@@ -7,7 +7,8 @@
 //!
 //! Each sink runs as its own task behind a bounded channel. When a sink fails, its channel
 //! closes; the fan-out detaches it, logs the error on stderr and tells the remaining sinks with
-//! a non-terminal `sink_failed` error frame. The log and the other sinks are never affected.
+//! a non-terminal `sink_failed` error frame (a durable sink's failure is the session's to
+//! report, as a terminal `storage_failed`). The log and the other sinks are never affected.
 
 use std::sync::Arc;
 
@@ -152,6 +153,12 @@ impl Fanout {
             notices.push(Self::detach(sink).await);
         }
         for failure in notices.into_iter().rev() {
+            if failure.durable {
+                // The session reports a durable sink's failure itself, as the terminal
+                // storage_failed error that ends the request.
+                self.failures.push(failure);
+                continue;
+            }
             let notice = ErrorFrame {
                 code: "sink_failed".into(),
                 message: format!(

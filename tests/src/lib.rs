@@ -66,9 +66,11 @@ pub fn skip(reason: &str) {
 pub fn postgres() -> Option<PgSchema> {
     let server = std::env::var("REEL_TEST_POSTGRES")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let host = server.rsplit_once('@').map_or("127.0.0.1:5432", |(_, rest)| {
-        rest.split(['/', '?']).next().unwrap_or(rest)
-    });
+    let host = server
+        .rsplit_once('@')
+        .map_or("127.0.0.1:5432", |(_, rest)| {
+            rest.split(['/', '?']).next().unwrap_or(rest)
+        });
     let reachable = std::net::ToSocketAddrs::to_socket_addrs(host)
         .ok()
         .and_then(|mut addresses| addresses.next())

@@ -21,7 +21,10 @@ pub fn local_llm_python() -> Option<PathBuf> {
         if python.exists() {
             return Some(python);
         }
-        skip(&format!("REEL_LOCAL_LLM_PYTHON names {}, which does not exist", python.display()));
+        skip(&format!(
+            "REEL_LOCAL_LLM_PYTHON names {}, which does not exist",
+            python.display()
+        ));
         return None;
     }
     let quickstart = repo_root().join(".venv-llm/bin/python");
@@ -32,7 +35,9 @@ pub fn local_llm_python() -> Option<PathBuf> {
     match build(&venv) {
         Ok(python) => Some(python),
         Err(error) => {
-            skip(&format!("the local model's virtualenv cannot be built here: {error}"));
+            skip(&format!(
+                "the local model's virtualenv cannot be built here: {error}"
+            ));
             None
         }
     }
@@ -54,7 +59,8 @@ fn build(venv: &Path) -> Result<PathBuf, String> {
     let ready = venv.join(".ready");
     let lock_path = venv.with_extension("lock");
     let lock = File::create(&lock_path).map_err(|e| format!("{}: {e}", lock_path.display()))?;
-    lock.lock().map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
     if ready.exists() {
         return Ok(python);
     }

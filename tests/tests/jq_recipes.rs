@@ -25,7 +25,9 @@ fn jq_status(args: &[&str], input: &[u8]) -> Option<(String, bool)> {
     let mut child = match spawned {
         Ok(child) => child,
         Err(error) => {
-            reel_tests::skip(&format!("jq is not installed ({error}); .ci/run installs it"));
+            reel_tests::skip(&format!(
+                "jq is not installed ({error}); .ci/run installs it"
+            ));
             return None;
         }
     };

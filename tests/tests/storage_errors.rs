@@ -209,3 +209,114 @@ fn a_read_only_database_is_a_clear_error_and_stays_as_it_was() {
         "the database is as it was"
     );
 }
+
+/// A disk that fills in the middle of a reply stops the run before its next side effect: the
+/// tool the reply asks for never runs and the model is not called again.
+#[test]
+fn a_disk_that_fills_mid_run_stops_the_run_before_its_tools_and_next_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(dir.path(), "1m") else {
+        return;
+    };
+    let marker = dir.path().join("the-tool-ran");
+    let script = reel_tests::write_file(
+        dir.path(),
+        "script.yaml",
+        "turns:\n  - - repeat: {times: 50000, steps: [{text: \"a longer piece of a reply \"}]}\n    - tool_call: {id: call_1, name: touch, arguments: {}}\n  - - text: \"the model was called again\"\n",
+    );
+    let cmd = reel_tests::write_file(
+        dir.path(),
+        "cmd.yaml",
+        &format!(
+            "name: t\ndescription: t\nprompt: p\nprovider:\n  script: {script}\ntools:\n  - name: touch\n    description: Leaves a mark.\n    executor:\n      command: [touch, {}]\n",
+            marker.display()
+        ),
+    );
+    let db = disk.path.join("timeline.db");
+    let output = run(&[
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--session-id",
+        "full",
+        "--timeline-db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let frames = parse_frames(&output.stdout);
+    assert_stream_shape(&frames);
+    let storage_errors: Vec<_> = frames
+        .iter()
+        .filter_map(|f| match f.frame() {
+            Frame::Error(e) => Some(e.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(storage_errors.len(), 1, "one error: {storage_errors:?}");
+    assert_eq!(storage_errors[0].code, "storage_failed");
+    assert!(storage_errors[0].terminal);
+    assert!(!marker.exists(), "the tool's side effect never happened");
+    let names = reel_tests::ui_names(&frames);
+    assert_eq!(
+        names
+            .iter()
+            .filter(|n| *n == "ChatProviderCallStarted")
+            .count(),
+        1,
+        "the model was not called again"
+    );
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "ChatToolExecutionStarted" || n == "ChatRunFinished")
+    );
+    assert_eq!(names.last().map(String::as_str), Some("ChatRunFailed"));
+    // The run was cut short while it streamed, long before its 50,000 deltas.
+    let patches = names.iter().filter(|n| *n == "ChatTextPatch").count();
+    assert!(
+        patches < 50_000,
+        "{patches} deltas streamed after the disk filled"
+    );
+}
+
+/// A database deleted under a running session (file, -wal and -shm) is noticed at the next
+/// commit, as a lost database, never a silent `done ok` with nothing on disk.
+#[test]
+fn a_database_deleted_while_reel_writes_it_fails_the_next_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("gone.db");
+    let mut client = RpcClient::start(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--rpc",
+        "--stdin-rpc",
+        "--session-id",
+        "gone",
+        "--timeline-db",
+        db.to_str().unwrap(),
+    ]);
+    client.send(r#"{"requestId":"a","submit":{"prompt":"stored"}}"#);
+    assert_eq!(client.done_of("a"), "ok");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    client.send(r#"{"requestId":"b","submit":{"prompt":"lost"}}"#);
+    assert_eq!(client.done_of("b"), "failed");
+    let (status, frames, stderr) = client.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let error = frames
+        .iter()
+        .find_map(|f| match f.frame() {
+            Frame::Error(e) if e.code == "storage_failed" => Some(e.clone()),
+            _ => None,
+        })
+        .expect("a storage_failed error");
+    assert!(error.terminal);
+    assert!(error.message.contains("deleted"), "{}", error.message);
+    // The model was never called for the lost request.
+    let calls = frames
+        .iter()
+        .filter(|f| f.line.request_id == "b" && f.ui_name() == Some("ChatTextPatch"))
+        .count();
+    assert_eq!(calls, 0);
+}
