@@ -307,10 +307,16 @@ fn a_crash_while_a_tool_runs_is_closed_on_resume_and_the_model_sees_a_whole_conv
         .status()
         .unwrap();
     drop(client);
-    // A killed reel cannot clean up; the orphaned tool is the test's to stop.
-    let _ = std::process::Command::new("kill")
-        .arg(sleeper.to_string())
-        .status();
+    // reel's tool guard saw its pipe close and killed the tool's process group: nothing of the
+    // tool outlives reel, not even the child it started.
+    let started = Instant::now();
+    while !is_gone(sleeper) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the tool's child outlived a reel killed with kill -9"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 
     let resumed = reel(&[
         "run-command",

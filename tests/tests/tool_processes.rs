@@ -1,0 +1,151 @@
+//! Command tools as processes: what environment they get, what happens to them when reel is
+//! told to stop by its terminal going away (SIGHUP), and how a tool that cannot run shows in
+//! text mode.
+
+use std::{
+    path::Path,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use reel_tests::{parse_frames, reel, write_file};
+
+/// A command file whose script calls `tool` once, then answers.
+fn command(dir: &Path, tool: &str) -> String {
+    let script = write_file(
+        dir,
+        "script.yaml",
+        "turns:\n  - - tool_call: {id: call_1, name: probe}\n  - - text: answered\n",
+    );
+    write_file(
+        dir,
+        "cmd.yaml",
+        &format!(
+            "name: t\ndescription: t\nprompt: go\nprovider:\n  script: {script}\ntools:\n  - name: probe\n    description: A probe.\n{tool}"
+        ),
+    )
+}
+
+fn tool_result(stdout: &[u8]) -> serde_json::Value {
+    parse_frames(stdout)
+        .iter()
+        .find(|f| f.ui_name() == Some("ChatToolResultReady"))
+        .map(|f| f.json["uiEvent"]["payload"].clone())
+        .expect("a tool result")
+}
+
+#[test]
+fn a_tool_sees_only_the_variables_it_is_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = command(
+        dir.path(),
+        "    executor:\n      command: [env]\n    env: [REEL_TOOL_ALLOWED]\n",
+    );
+    let output = reel(&["run-command", &cmd, "--rpc"])
+        .env("AWS_SECRET_ACCESS_KEY", "cloud-secret")
+        .env("DATABASE_PASSWORD", "db-secret")
+        .env("OPENAI_API_KEY", "provider-secret")
+        .env("REEL_TOOL_ALLOWED", "yes")
+        .env("LANG", "C.UTF-8")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result = tool_result(&output.stdout);
+    let env = result["result"].as_str().unwrap();
+    let names: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
+    for name in &names {
+        assert!(
+            ["PATH", "HOME", "LANG", "TERM", "TMPDIR", "REEL_TOOL_ALLOWED"].contains(name),
+            "{name} reached the tool: {env}"
+        );
+    }
+    assert!(env.contains("REEL_TOOL_ALLOWED=yes") && env.contains("LANG=C.UTF-8"), "{env}");
+    assert!(!env.contains("secret"), "{env}");
+}
+
+#[test]
+fn a_tool_may_not_ask_for_the_api_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = command(
+        dir.path(),
+        "    executor:\n      command: [env]\n    env: [OPENAI_API_KEY]\n",
+    );
+    let output = reel(&["run-command", &cmd, "--rpc", "--provider", "openai"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("tools never see the key"), "{stderr}");
+}
+
+/// Whether process `pid` is gone (or a zombie: it no longer runs).
+fn is_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(30), "{what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_hangup_stops_the_run_like_sigterm_and_the_tool_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("sleep.pid");
+    let cmd = command(
+        dir.path(),
+        &format!(
+            "    executor:\n      command: [sh, -c, \"sleep 30 & echo $! > {}; wait\"]\n",
+            pidfile.display()
+        ),
+    );
+    let child = reel(&["run-command", &cmd, "--rpc"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sleeper = None;
+    wait_for("the tool started", || {
+        sleeper = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok());
+        sleeper.is_some()
+    });
+    let sleeper = sleeper.unwrap();
+    assert!(std::process::Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(129), "{}", String::from_utf8_lossy(&output.stderr));
+    let frames = parse_frames(&output.stdout);
+    reel_tests::assert_stream_shape(&frames);
+    assert_eq!(frames.last().unwrap().done_status(), Some("stopped"));
+    assert!(frames.iter().any(|f| f.ui_name() == Some("ChatRunStopped")));
+    wait_for("the tool's child was stopped with the run", || is_gone(sleeper));
+}
+
+#[test]
+fn a_tool_that_cannot_run_is_reported_on_stderr_in_text_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = command(
+        dir.path(),
+        "    executor:\n      command: [/nonexistent/tool]\n",
+    );
+    let output = reel(&["run-command", &cmd]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "answered");
+    assert!(
+        stderr.contains("tool \"probe\" failed") && stderr.contains("cannot start"),
+        "{stderr}"
+    );
+}
