@@ -70,7 +70,13 @@ fn another_hosts_lease_expires_when_its_heartbeat_stops() {
     assert!(tailed.status.success(), "{}", stderr(&tailed));
     assert!(started.elapsed() < Duration::from_secs(30), "tail ended");
     let resumed = run(&[
-        "run-command", "examples/echo.yaml", "--session-id", "s", "--resume", "--timeline-db", &db,
+        "run-command",
+        "examples/echo.yaml",
+        "--session-id",
+        "s",
+        "--resume",
+        "--timeline-db",
+        &db,
     ]);
     assert!(resumed.status.success(), "{}", stderr(&resumed));
 }
@@ -80,19 +86,44 @@ fn a_fresh_lease_of_another_host_is_refused_unless_stolen() {
     let dir = tempfile::tempdir().unwrap();
     let db = session_leased_elsewhere(dir.path(), now_ms() + 60_000);
     let refused = run(&[
-        "run-command", "examples/echo.yaml", "--session-id", "s", "--resume", "--timeline-db", &db,
+        "run-command",
+        "examples/echo.yaml",
+        "--session-id",
+        "s",
+        "--resume",
+        "--timeline-db",
+        &db,
     ]);
     assert_eq!(refused.status.code(), Some(1));
     let err = stderr(&refused);
-    assert!(err.contains("another-container/1/1") && err.contains("--steal-lease"), "{err}");
+    assert!(
+        err.contains("another-container/1/1") && err.contains("--steal-lease"),
+        "{err}"
+    );
     let stolen = run(&[
-        "run-command", "examples/echo.yaml", "--session-id", "s", "--resume", "--steal-lease",
-        "--timeline-db", &db,
+        "run-command",
+        "examples/echo.yaml",
+        "--session-id",
+        "s",
+        "--resume",
+        "--steal-lease",
+        "--timeline-db",
+        &db,
     ]);
     assert!(stolen.status.success(), "{}", stderr(&stolen));
-    assert!(stderr(&stolen).contains("took session s over from another-container/1/1"), "{}", stderr(&stolen));
+    assert!(
+        stderr(&stolen).contains("took session s over from another-container/1/1"),
+        "{}",
+        stderr(&stolen)
+    );
     // --steal-lease only makes sense for a session that exists.
-    let usage = run(&["run-command", "examples/echo.yaml", "--session-id", "n", "--steal-lease"]);
+    let usage = run(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--session-id",
+        "n",
+        "--steal-lease",
+    ]);
     assert_eq!(usage.status.code(), Some(2));
 }
 
@@ -112,7 +143,12 @@ fn a_writer_renews_its_lease_while_it_waits() {
     ]);
     client.send(r#"{"requestId":"a","submit":{"prompt":"hi"}}"#);
     assert_eq!(client.done_of("a"), "ok");
-    let heartbeat = || sqlite(&db, "SELECT heartbeat_at FROM leases WHERE session_id = 'idle'");
+    let heartbeat = || {
+        sqlite(
+            &db,
+            "SELECT heartbeat_at FROM leases WHERE session_id = 'idle'",
+        )
+    };
     let first = heartbeat();
     let started = Instant::now();
     while heartbeat() == first {
@@ -145,18 +181,37 @@ fn a_stolen_session_stops_its_old_writer(backend: &Backend) {
     ]);
     old.send(r#"{"requestId":"a","submit":{"prompt":"first"}}"#);
     assert_eq!(old.done_of("a"), "ok");
-    let refused = backend.run(&["run-command", "examples/echo.yaml", "--session-id", &id, "--resume"]);
+    let refused = backend.run(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--session-id",
+        &id,
+        "--resume",
+    ]);
     assert_eq!(refused.status.code(), Some(1), "a live writer holds it");
     let taker = backend.run(&[
-        "run-command", "examples/echo.yaml", "--session-id", &id, "--resume", "--steal-lease",
+        "run-command",
+        "examples/echo.yaml",
+        "--session-id",
+        &id,
+        "--resume",
+        "--steal-lease",
     ]);
     assert!(taker.status.success(), "{}", stderr(&taker));
-    assert!(stderr(&taker).contains("--steal-lease: took session"), "{}", stderr(&taker));
+    assert!(
+        stderr(&taker).contains("--steal-lease: took session"),
+        "{}",
+        stderr(&taker)
+    );
     old.send(r#"{"requestId":"b","submit":{"prompt":"second"}}"#);
     assert_eq!(old.done_of("b"), "failed");
     let (status, frames, err) = old.finish();
     assert_eq!(status.code(), Some(1), "{err}");
-    assert!(frames.iter().any(|f| matches!(f.frame(), Frame::Error(e) if e.code == "storage_failed" && e.terminal)));
+    assert!(
+        frames.iter().any(
+            |f| matches!(f.frame(), Frame::Error(e) if e.code == "storage_failed" && e.terminal)
+        )
+    );
     // The stored log is the taker's continuation, gap-free.
     let mut db = backend.view().unwrap();
     let events = reel_tests::stored::assert_log_and_entities_agree(&mut db, &id);

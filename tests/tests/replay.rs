@@ -74,3 +74,124 @@ proptest! {
         prop_assert_eq!(Some(replay.snapshot()), live_snapshot);
     }
 }
+
+/// A debug-file capture of the weather example, as lines.
+fn capture_lines(dir: &std::path::Path) -> Vec<String> {
+    let capture = dir.join("capture.jsonl");
+    let made = run(&[
+        "run-command",
+        "examples/weather-tool.yaml",
+        "--debug-events-jsonl",
+        capture.to_str().unwrap(),
+    ]);
+    assert!(made.status.success());
+    std::fs::read_to_string(&capture)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `reel replay` of `lines` into `db`: exit code and stderr.
+fn replay(dir: &std::path::Path, lines: &[String], db: &std::path::Path) -> (Option<i32>, String) {
+    let capture = dir.join("edited.jsonl");
+    std::fs::write(&capture, lines.join("\n") + "\n").unwrap();
+    let output = run(&[
+        "replay",
+        capture.to_str().unwrap(),
+        "--timeline-db",
+        db.to_str().unwrap(),
+    ]);
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn is_backend_event(line: &str) -> bool {
+    line.contains("\"backendEvent\"")
+}
+
+#[test]
+fn a_replay_that_cannot_start_leaves_no_session_and_no_file_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = capture_lines(dir.path());
+    // Drop the first backend events: the capture now starts at ordinal 3.
+    let mut dropped = 0;
+    let cut: Vec<String> = lines
+        .into_iter()
+        .filter(|line| {
+            let drop = is_backend_event(line) && dropped < 2;
+            dropped += usize::from(drop);
+            !drop
+        })
+        .collect();
+    let fresh = dir.path().join("fresh.db");
+    let (code, stderr) = replay(dir.path(), &cut, &fresh);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("starts at ordinal 3"), "{stderr}");
+    assert!(!fresh.exists(), "no database was made for it");
+
+    // Into a database that holds other sessions: refused, and no empty session row appears.
+    let db = dir.path().join("t.db");
+    let other = run(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--session-id",
+        "other",
+        "--timeline-db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(other.status.success());
+    let (code, _) = replay(dir.path(), &cut, &db);
+    assert_eq!(code, Some(1));
+    let listed = run(&["sessions", "--json", "--timeline-db", db.to_str().unwrap()]);
+    let sessions: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
+}
+
+#[test]
+fn a_broken_capture_is_refused_with_what_is_wrong_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = capture_lines(dir.path());
+    let db = dir.path().join("t.db");
+    let first_event = lines.iter().position(|l| is_backend_event(l)).unwrap();
+
+    // An event written twice.
+    let mut twice = lines.clone();
+    twice.insert(first_event + 1, lines[first_event].clone());
+    let (code, stderr) = replay(dir.path(), &twice, &db);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("appears twice"), "{stderr}");
+    assert!(!stderr.contains("gap"), "{stderr}");
+
+    // A payload type this reel does not know.
+    let mut unknown = lines.clone();
+    unknown[first_event] = unknown[first_event].replace(
+        "reel.chat.v1.ChatUserMessageAccepted",
+        "reel.chat.v1.ChatFromTheFuture",
+    );
+    let (code, stderr) = replay(dir.path(), &unknown, &db);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("type this reel does not know") && stderr.contains("ChatFromTheFuture"),
+        "{stderr}"
+    );
+
+    // A version out of range.
+    let mut version = lines.clone();
+    version[first_event] =
+        version[first_event].replacen("\"version\":1", "\"version\":99999999999", 1);
+    let (code, stderr) = replay(dir.path(), &version, &db);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("not a protocol version") && !stderr.contains("untagged"),
+        "{stderr}"
+    );
+    assert!(!db.exists(), "nothing was written for a refused capture");
+
+    // Something that is not a file of lines at all.
+    let output = run(&["replay", "/dev/zero", "--timeline-db", db.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("regular file"));
+}

@@ -49,17 +49,32 @@ fn a_tool_sees_only_the_variables_it_is_allowed() {
         .env("LANG", "C.UTF-8")
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let result = tool_result(&output.stdout);
     let env = result["result"].as_str().unwrap();
     let names: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
     for name in &names {
         assert!(
-            ["PATH", "HOME", "LANG", "TERM", "TMPDIR", "REEL_TOOL_ALLOWED"].contains(name),
+            [
+                "PATH",
+                "HOME",
+                "LANG",
+                "TERM",
+                "TMPDIR",
+                "REEL_TOOL_ALLOWED"
+            ]
+            .contains(name),
             "{name} reached the tool: {env}"
         );
     }
-    assert!(env.contains("REEL_TOOL_ALLOWED=yes") && env.contains("LANG=C.UTF-8"), "{env}");
+    assert!(
+        env.contains("REEL_TOOL_ALLOWED=yes") && env.contains("LANG=C.UTF-8"),
+        "{env}"
+    );
     assert!(!env.contains("secret"), "{env}");
 }
 
@@ -70,7 +85,9 @@ fn a_tool_may_not_ask_for_the_api_key() {
         dir.path(),
         "    executor:\n      command: [env]\n    env: [OPENAI_API_KEY]\n",
     );
-    let output = reel(&["run-command", &cmd, "--rpc", "--provider", "openai"]).output().unwrap();
+    let output = reel(&["run-command", &cmd, "--rpc", "--provider", "openai"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("tools never see the key"), "{stderr}");
@@ -119,18 +136,27 @@ fn a_hangup_stops_the_run_like_sigterm_and_the_tool_with_it() {
         sleeper.is_some()
     });
     let sleeper = sleeper.unwrap();
-    assert!(std::process::Command::new("kill")
-        .args(["-HUP", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-HUP", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
     let output = child.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(129), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(129),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let frames = parse_frames(&output.stdout);
     reel_tests::assert_stream_shape(&frames);
     assert_eq!(frames.last().unwrap().done_status(), Some("stopped"));
     assert!(frames.iter().any(|f| f.ui_name() == Some("ChatRunStopped")));
-    wait_for("the tool's child was stopped with the run", || is_gone(sleeper));
+    wait_for("the tool's child was stopped with the run", || {
+        is_gone(sleeper)
+    });
 }
 
 #[test]

@@ -36,7 +36,17 @@ pub struct Capture {
 pub fn scan(path: &Path) -> Result<Capture, String> {
     let file = std::fs::File::open(path)
         .map_err(|e| format!("cannot read the capture {}: {e}", path.display()))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let metadata = file
+        .metadata()
+        .map_err(|e| format!("cannot read the capture {}: {e}", path.display()))?;
+    if !metadata.is_file() {
+        // It is read twice (checked whole first), and a device or pipe may never end.
+        return Err(format!(
+            "the capture {} is not a regular file: save the frames to a file first",
+            path.display()
+        ));
+    }
+    let size = metadata.len();
     let bar = progress::bytes(size, "checking");
     let mut found: Option<Capture> = None;
     let mut number = 0;

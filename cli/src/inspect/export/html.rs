@@ -149,12 +149,15 @@ pub fn write(
 }
 
 /// `text` safe inside HTML text and attribute values. Direction overrides and isolates
-/// (U+202E and kin), which would reorder how the page reads, are shown as `\u{..}` instead.
+/// (U+202E and kin), which would reorder how the page reads, and control characters (which a
+/// page may not hold) are shown as `\u{..}` instead.
 pub fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
-            c if is_bidi_control(c) => escaped.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if is_bidi_control(c) || (c.is_control() && !matches!(c, '\n' | '\t')) => {
+                escaped.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
             '&' => escaped.push_str("&amp;"),
             '<' => escaped.push_str("&lt;"),
             '>' => escaped.push_str("&gt;"),
