@@ -355,7 +355,11 @@ pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
         " (the host name does not resolve: check the base URL)"
     } else if root.contains("certificate") {
         " (the server's TLS certificate is not trusted)"
-    } else if root.contains("connection closed") || root.contains("connection reset") {
+    } else if root.contains("connection closed")
+        || root.contains("connection reset")
+        || root.contains("end of file before message")
+        || root.contains("unexpected eof")
+    {
         " (the server closed the connection in the middle of the reply)"
     } else if root.contains("timed out") {
         " (no answer in time)"

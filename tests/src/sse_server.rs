@@ -18,6 +18,9 @@ pub enum Reply {
     Stream { pieces: Vec<(Vec<u8>, Duration)> },
     /// A status with a JSON body, e.g. 429 or 400.
     Status { status: u16, body: String },
+    /// These bytes exactly (status line and headers included), then the connection closes:
+    /// for replies no well-behaved server sends, such as a chunked body cut in the middle.
+    Raw(Vec<u8>),
 }
 
 /// A received request: its head (request line and headers) and body.
@@ -52,6 +55,11 @@ impl SseServer {
     /// The base URL to give reel: `http://127.0.0.1:PORT/v1`.
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    /// The server's bare address, `http://127.0.0.1:PORT` (as Anthropic's SDKs take a base URL).
+    pub fn host_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     pub fn received(&self) -> Vec<Received> {
@@ -92,6 +100,9 @@ fn serve(stream: TcpStream, reply: &Reply, log: &Mutex<Vec<Received>>) {
                 body.len()
             );
             let _ = stream.write_all(response.as_bytes());
+        }
+        Reply::Raw(bytes) => {
+            let _ = stream.write_all(bytes);
         }
         Reply::Stream { pieces } => {
             let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
