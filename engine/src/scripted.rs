@@ -178,7 +178,7 @@ impl Provider for ScriptedProvider {
     fn stream(&self, request: ModelRequest) -> ProviderStream {
         let call = usize::try_from(request.call_index).unwrap_or(usize::MAX);
         let steps = match &self.script {
-            None => echo_steps(&request),
+            None => return play(Vec::new(), Some(echoed(request))),
             Some(script) if script.turns.is_empty() => {
                 vec![Step::Error("the script has no turns".into())]
             }
@@ -191,7 +191,7 @@ impl Provider for ScriptedProvider {
                 step => step,
             })
             .collect();
-        play(steps)
+        play(steps, None)
     }
 }
 
@@ -215,22 +215,46 @@ fn render_context(request: &ModelRequest) -> String {
     lines.join("\n")
 }
 
-fn echo_steps(request: &ModelRequest) -> Vec<Step> {
-    let prompt = request
+/// The newest user message, which the echo model says back (taken out of the request, which
+/// the echo needs for nothing else).
+fn echoed(request: ModelRequest) -> String {
+    request
         .messages
-        .iter()
+        .into_iter()
         .rev()
         .find(|m| m.role == ContextRole::User)
-        .map(|m| m.text.as_str())
-        .unwrap_or_default();
-    prompt
-        .split_inclusive(char::is_whitespace)
-        .map(|word| Step::Text(word.to_owned()))
-        .collect()
+        .map(|m| m.text)
+        .unwrap_or_default()
+}
+
+/// Text said back word by word, as it plays: a long prompt costs its own size, not a step
+/// per word held up front.
+struct Words {
+    text: String,
+    /// Bytes of `text` already said.
+    said: usize,
+}
+
+impl Words {
+    /// The next word with the whitespace after it, if any is left.
+    fn next(&mut self) -> Option<String> {
+        let rest = &self.text[self.said..];
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest
+            .char_indices()
+            .find(|(_, c)| c.is_whitespace())
+            .map_or(rest.len(), |(at, c)| at + c.len_utf8());
+        self.said += end;
+        Some(rest[..end].to_owned())
+    }
 }
 
 /// Where a playing turn is.
 struct Playback {
+    /// Echoed text still to say, before the steps.
+    words: Option<Words>,
     steps: VecDeque<Step>,
     /// Events produced by the current step and not yet yielded.
     pending: VecDeque<Result<ProviderEvent, ProviderError>>,
@@ -239,8 +263,9 @@ struct Playback {
     done: bool,
 }
 
-fn play(steps: Vec<Step>) -> ProviderStream {
+fn play(steps: Vec<Step>, echo: Option<String>) -> ProviderStream {
     let playback = Playback {
+        words: echo.map(|text| Words { text, said: 0 }),
         steps: steps.into(),
         pending: VecDeque::new(),
         made_tool_call: false,
@@ -254,6 +279,15 @@ fn play(steps: Vec<Step>) -> ProviderStream {
             }
             if playback.done {
                 return None;
+            }
+            if let Some(words) = &mut playback.words {
+                match words.next() {
+                    Some(word) => playback
+                        .pending
+                        .push_back(Ok(ProviderEvent::TextDelta(word))),
+                    None => playback.words = None,
+                }
+                continue;
             }
             match playback.steps.pop_front() {
                 Some(Step::SleepMs(ms)) => tokio::time::sleep(Duration::from_millis(ms)).await,

@@ -94,6 +94,8 @@ impl<W: Write> JsonlFrameSink<W> {
             self.writer.write_all(&buffer)?;
             self.writer.flush()?;
             buffer.clear();
+            // A huge frame (a long reply's finished segment) grew the buffer: give it back.
+            buffer.shrink_to(2 * WRITE_CHUNK);
         }
         self.writer.flush()?;
         Ok(())

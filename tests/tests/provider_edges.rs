@@ -63,9 +63,18 @@ fn openai_reply(model: &str) -> Reply {
 fn settings_go_out_exactly_and_the_answering_model_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
-        ("  model: gpt-4o\n  temperature: 0.2\n  max_tokens: 100\n", "max_tokens"),
-        ("  model: o3-mini\n  max_tokens: 100\n", "max_completion_tokens"),
-        ("  model: gpt-5-nano\n  max_tokens: 100\n", "max_completion_tokens"),
+        (
+            "  model: gpt-4o\n  temperature: 0.2\n  max_tokens: 100\n",
+            "max_tokens",
+        ),
+        (
+            "  model: o3-mini\n  max_tokens: 100\n",
+            "max_completion_tokens",
+        ),
+        (
+            "  model: gpt-5-nano\n  max_tokens: 100\n",
+            "max_completion_tokens",
+        ),
         (
             "  model: llama\n  max_tokens: 100\n  max_tokens_field: max_completion_tokens\n",
             "max_completion_tokens",
@@ -74,8 +83,13 @@ fn settings_go_out_exactly_and_the_answering_model_is_recorded() {
     for (settings, field) in cases {
         let server = SseServer::start(vec![openai_reply("served-model-2026-01")]);
         let cmd = command(dir.path(), "openai", settings);
-        let (stdout, stderr, code) =
-            run_with_key(&["run-command", &cmd, "--rpc", "--base-url", &server.base_url()]);
+        let (stdout, stderr, code) = run_with_key(&[
+            "run-command",
+            &cmd,
+            "--rpc",
+            "--base-url",
+            &server.base_url(),
+        ]);
         assert_eq!(code, Some(0), "{stderr}");
         let body = &server.received()[0].body;
         if settings.contains("temperature") {
@@ -83,7 +97,11 @@ fn settings_go_out_exactly_and_the_answering_model_is_recorded() {
         }
         let request: Value = serde_json::from_str(body).unwrap();
         assert_eq!(request[field], 100, "{settings}: {body}");
-        let other = if field == "max_tokens" { "max_completion_tokens" } else { "max_tokens" };
+        let other = if field == "max_tokens" {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
         assert!(request.get(other).is_none(), "{settings}: {body}");
         let frames = parse_frames(&stdout);
         assert_eq!(
@@ -95,7 +113,13 @@ fn settings_go_out_exactly_and_the_answering_model_is_recorded() {
     let server = SseServer::start(vec![openai_reply("m")]);
     let cmd = command(dir.path(), "openai", "  model: m\n");
     let (_, stderr, code) = run_with_key(&[
-        "run-command", &cmd, "--rpc", "--base-url", &server.base_url(), "--temperature", "0.7",
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--base-url",
+        &server.base_url(),
+        "--temperature",
+        "0.7",
     ]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(server.received()[0].body.contains("\"temperature\":0.7"));
@@ -104,7 +128,11 @@ fn settings_go_out_exactly_and_the_answering_model_is_recorded() {
 fn error_of(stdout: &[u8]) -> String {
     parse_frames(stdout)
         .iter()
-        .find_map(|f| f.json.get("error").map(|e| e["message"].as_str().unwrap().to_owned()))
+        .find_map(|f| {
+            f.json
+                .get("error")
+                .map(|e| e["message"].as_str().unwrap().to_owned())
+        })
         .expect("an error frame")
 }
 
@@ -112,7 +140,11 @@ fn error_of(stdout: &[u8]) -> String {
 fn connection_errors_say_what_happened_and_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let cmd = command(dir.path(), "openai", "  model: m\n");
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let base = format!("http://127.0.0.1:{closed}/v1");
     let (stdout, stderr, code) = run_with_key(&["run-command", &cmd, "--rpc", "--base-url", &base]);
     assert_eq!(code, Some(1), "{stderr}");
@@ -123,11 +155,19 @@ fn connection_errors_say_what_happened_and_what_to_do() {
     // A server that dies in the middle of a chunked reply.
     let cut = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n40\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hal";
     let server = SseServer::start(vec![Reply::Raw(cut.as_bytes().to_vec())]);
-    let (stdout, stderr, code) =
-        run_with_key(&["run-command", &cmd, "--rpc", "--base-url", &server.base_url()]);
+    let (stdout, stderr, code) = run_with_key(&[
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--base-url",
+        &server.base_url(),
+    ]);
     assert_eq!(code, Some(1), "{stderr}");
     let message = error_of(&stdout);
-    assert!(message.contains("closed the connection in the middle of the reply"), "{message}");
+    assert!(
+        message.contains("closed the connection in the middle of the reply"),
+        "{message}"
+    );
 }
 
 /// Every file of a SQLite database (the -wal included), as text.
@@ -147,15 +187,29 @@ fn a_key_or_a_url_password_echoed_back_is_redacted_everywhere() {
     let db = dir.path().join("t.db");
     let debug = dir.path().join("debug.jsonl");
     let echoed = json!({"error": {"message": format!("Incorrect API key provided: {KEY}. You can find your key at ..."), "type": "invalid_request_error"}});
-    let server = SseServer::start(vec![Reply::Status { status: 401, body: echoed.to_string() }]);
+    let server = SseServer::start(vec![Reply::Status {
+        status: 401,
+        body: echoed.to_string(),
+    }]);
     let (stdout, stderr, code) = run_with_key(&[
-        "run-command", &cmd, "--rpc", "--base-url", &server.base_url(),
-        "--session-id", "k", "--timeline-db", db.to_str().unwrap(),
-        "--debug-events-jsonl", debug.to_str().unwrap(),
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--base-url",
+        &server.base_url(),
+        "--session-id",
+        "k",
+        "--timeline-db",
+        db.to_str().unwrap(),
+        "--debug-events-jsonl",
+        debug.to_str().unwrap(),
     ]);
     assert_eq!(code, Some(1));
     let message = error_of(&stdout);
-    assert!(message.contains("Incorrect API key provided: [redacted]"), "{message}");
+    assert!(
+        message.contains("Incorrect API key provided: [redacted]"),
+        "{message}"
+    );
     for (place, text) in [
         ("stdout", String::from_utf8_lossy(&stdout).into_owned()),
         ("stderr", stderr),
@@ -166,23 +220,41 @@ fn a_key_or_a_url_password_echoed_back_is_redacted_everywhere() {
     }
 
     // Credentials in the base URL, and a connection that fails.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let base = format!("http://me:hunter2-secret@127.0.0.1:{closed}/v1?key=q-secret-0451");
     let (stdout, stderr, code) = run_with_key(&[
-        "run-command", &cmd, "--rpc", "--base-url", &base,
-        "--debug-events-jsonl", debug.to_str().unwrap(),
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--base-url",
+        &base,
+        "--debug-events-jsonl",
+        debug.to_str().unwrap(),
     ]);
     assert_eq!(code, Some(1));
     let debug_text = std::fs::read_to_string(&debug).unwrap();
-    for text in [String::from_utf8_lossy(&stdout).into_owned(), stderr, debug_text] {
-        assert!(!text.contains("hunter2-secret") && !text.contains("q-secret-0451"), "{text}");
+    for text in [
+        String::from_utf8_lossy(&stdout).into_owned(),
+        stderr,
+        debug_text,
+    ] {
+        assert!(
+            !text.contains("hunter2-secret") && !text.contains("q-secret-0451"),
+            "{text}"
+        );
         assert!(text.contains("[redacted]"), "{text}");
     }
 }
 
 fn start(usage: Value) -> Vec<u8> {
-    anthropic_event(json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
-        "role": "assistant", "model": "claude-test-2026", "content": [], "usage": usage}}))
+    anthropic_event(
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+        "role": "assistant", "model": "claude-test-2026", "content": [], "usage": usage}}),
+    )
 }
 
 fn block_start(index: u32, block: Value) -> Vec<u8> {
@@ -199,7 +271,9 @@ fn block_stop(index: u32) -> Vec<u8> {
 
 fn message_end(stop_reason: &str) -> Vec<Vec<u8>> {
     vec![
-        anthropic_event(json!({"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": 7}})),
+        anthropic_event(
+            json!({"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": 7}}),
+        ),
         anthropic_event(json!({"type": "message_stop"})),
     ]
 }
@@ -226,37 +300,79 @@ fn anthropic_cache_reads_are_counted_once_and_the_host_is_a_base_url() {
     let db = dir.path().join("t.db");
     let turns = dir.path().join("turns.db");
     let (_, stderr, code) = run_with_key(&[
-        "run-command", &cmd, "--rpc", "--base-url", &server.host_url(),
-        "--session-id", "c", "--timeline-db", db.to_str().unwrap(),
-        "--turns-db", turns.to_str().unwrap(),
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--base-url",
+        &server.host_url(),
+        "--session-id",
+        "c",
+        "--timeline-db",
+        db.to_str().unwrap(),
+        "--turns-db",
+        turns.to_str().unwrap(),
     ]);
     assert_eq!(code, Some(0), "{stderr}");
-    assert!(server.received()[0].head.starts_with("POST /v1/messages HTTP/1.1"), "{}", server.received()[0].head);
-    let shown = reel(&["show", "c", "--timeline-db", db.to_str().unwrap()]).output().unwrap();
+    assert!(
+        server.received()[0]
+            .head
+            .starts_with("POST /v1/messages HTTP/1.1"),
+        "{}",
+        server.received()[0].head
+    );
+    let shown = reel(&["show", "c", "--timeline-db", db.to_str().unwrap()])
+        .output()
+        .unwrap();
     let shown = String::from_utf8_lossy(&shown.stdout);
-    assert!(shown.contains("59 in (30 cached) / 7 out tokens"), "{shown}");
-    assert!(shown.contains("anthropic claude-test (answered by claude-test-2026)"), "{shown}");
+    assert!(
+        shown.contains("59 in (30 cached) / 7 out tokens"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("anthropic claude-test (answered by claude-test-2026)"),
+        "{shown}"
+    );
     let mut view = reel_tests::TimelineDb::open(&turns);
     let usage = view.turn_usage("c");
-    assert_eq!((usage[0].run.0, usage[0].run.2), (59, 30), "input and cached, each once");
+    assert_eq!(
+        (usage[0].run.0, usage[0].run.2),
+        (59, 30),
+        "input and cached, each once"
+    );
 }
 
 #[test]
 fn a_forced_anthropic_call_gets_the_prefill_and_a_warning_when_no_call_comes() {
     let dir = tempfile::tempdir().unwrap();
-    let server = SseServer::start(vec![text_reply(json!({"input_tokens": 3}), "Paris is sunny, I think.")]);
+    let server = SseServer::start(vec![text_reply(
+        json!({"input_tokens": 3}),
+        "Paris is sunny, I think.",
+    )]);
     let cmd = write_file(
         dir.path(),
         "cmd.yaml",
         "name: t\ndescription: t\nprompt: Weather?\nprovider:\n  name: anthropic\n  model: m\n  tool_call_prefill: \"<tool_call>\\n\"\ntools:\n  - name: get_weather\n    description: Weather.\n    executor:\n      command: [echo, sunny]\ntool_choice: required\n",
     );
-    let (stdout, stderr, code) =
-        run_with_key(&["run-command", &cmd, "--rpc", "--base-url", &server.base_url()]);
+    let (stdout, stderr, code) = run_with_key(&[
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--base-url",
+        &server.base_url(),
+    ]);
     assert_eq!(code, Some(0), "{stderr}");
     let request: Value = serde_json::from_str(&server.received()[0].body).unwrap();
     assert_eq!(request["tool_choice"], json!({"type": "any"}));
-    let last = request["messages"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!(last, json!({"role": "assistant", "content": [{"type": "text", "text": "<tool_call>\n"}]}));
+    let last = request["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last,
+        json!({"role": "assistant", "content": [{"type": "text", "text": "<tool_call>\n"}]})
+    );
     let frames = parse_frames(&stdout);
     let warnings = payloads(&frames, "ChatRunWarning");
     assert_eq!(warnings.len(), 1);
@@ -270,29 +386,52 @@ fn extended_thinking_keeps_its_signature_and_sends_it_back_in_the_tool_loop() {
     let mut first = vec![
         start(json!({"input_tokens": 10})),
         block_start(0, json!({"type": "thinking", "thinking": ""})),
-        block_delta(0, json!({"type": "thinking_delta", "thinking": "I should look it up."})),
-        block_delta(0, json!({"type": "signature_delta", "signature": "sig-abc"})),
+        block_delta(
+            0,
+            json!({"type": "thinking_delta", "thinking": "I should look it up."}),
+        ),
+        block_delta(
+            0,
+            json!({"type": "signature_delta", "signature": "sig-abc"}),
+        ),
         block_stop(0),
         block_start(1, json!({"type": "redacted_thinking", "data": "enc-xyz"})),
         block_stop(1),
-        block_start(2, json!({"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}})),
-        block_delta(2, json!({"type": "input_json_delta", "partial_json": "{\"city\":\"Paris\"}"})),
+        block_start(
+            2,
+            json!({"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}),
+        ),
+        block_delta(
+            2,
+            json!({"type": "input_json_delta", "partial_json": "{\"city\":\"Paris\"}"}),
+        ),
         block_stop(2),
     ];
     first.extend(message_end("tool_use"));
-    let server = SseServer::start(vec![quick(first), text_reply(json!({"input_tokens": 20}), "Sunny.")]);
+    let server = SseServer::start(vec![
+        quick(first),
+        text_reply(json!({"input_tokens": 20}), "Sunny."),
+    ]);
     let cmd = write_file(
         dir.path(),
         "cmd.yaml",
         "name: t\ndescription: t\nprompt: Weather?\nprovider:\n  name: anthropic\n  model: m\n  max_tokens: 4096\n  thinking_budget_tokens: 2048\ntools:\n  - name: get_weather\n    description: Weather.\n    executor:\n      command: [echo, sunny]\n",
     );
     let (stdout, stderr, code) = run_with_key(&[
-        "run-command", &cmd, "--rpc", "--include-backend-events", "--base-url", &server.base_url(),
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--include-backend-events",
+        "--base-url",
+        &server.base_url(),
     ]);
     assert_eq!(code, Some(0), "{stderr}");
     let requests = server.received();
     let first: Value = serde_json::from_str(&requests[0].body).unwrap();
-    assert_eq!(first["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
+    assert_eq!(
+        first["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
     let second: Value = serde_json::from_str(&requests[1].body).unwrap();
     assert_eq!(
         second["messages"][1]["content"],
@@ -312,7 +451,13 @@ fn extended_thinking_keeps_its_signature_and_sends_it_back_in_the_tool_loop() {
 
     // Anthropic's rules are checked before any call: no temperature beside thinking.
     let (_, stderr, code) = run_with_key(&[
-        "run-command", &cmd, "--rpc", "--base-url", &server.base_url(), "--temperature", "0.5",
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--base-url",
+        &server.base_url(),
+        "--temperature",
+        "0.5",
     ]);
     assert_eq!(code, Some(1));
     assert!(stderr.contains("temperature"), "{stderr}");

@@ -1,6 +1,7 @@
 //! `reel tail` following a live writer, on SQLite (polled) and PostgreSQL (LISTEN/NOTIFY): it
 //! prints what the writer streams after tail's snapshot, payload for payload, and ends by
-//! itself when the writer goes.
+//! itself when the writer goes; with `--wait` it waits for the session and its writer to
+//! appear; `--output text` prints for people.
 
 use std::time::Duration;
 
@@ -97,4 +98,50 @@ fn tail_follows_a_live_writer(backend: &Backend) {
     assert_eq!(followed, live);
 }
 
-reel_tests::on_both_backends!(tail_follows_a_live_writer);
+/// `tail --wait` started before the session exists follows it from its first event to its
+/// writer's end, as text for people.
+fn tail_waits_for_a_session_to_appear(backend: &Backend) {
+    let id = unique("later");
+    let flags = backend.flags();
+    let tail = reel(&[
+        "tail", &id, "--wait", "--output", "text", &flags[0], &flags[1],
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut writer = backend.client(&[
+        "run-command",
+        "examples/weather-tool.yaml",
+        "--rpc",
+        "--stdin-rpc",
+        "--session-id",
+        &id,
+    ]);
+    // The writer holds the session a while, so tail sees it appear and then go.
+    std::thread::sleep(Duration::from_millis(800));
+    writer.send(r#"{"requestId":"a","submit":{"prompt":"Weather in Oslo?"}}"#);
+    assert_eq!(writer.done_of("a"), "ok");
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, _, stderr) = writer.finish();
+    assert!(status.success(), "{stderr}");
+    let output = tail.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("You: Weather in Oslo?"), "{text}");
+    assert!(text.contains("get_weather("), "{text}");
+    // However much of the run had landed when tail found the session, all of it shows.
+    assert!(text.contains("sunny"), "{text}");
+    assert!(text.contains("the session's writer has finished"), "{text}");
+    assert!(!text.contains("\"uiEvent\""), "text, not frames: {text}");
+}
+
+reel_tests::on_both_backends!(
+    tail_follows_a_live_writer,
+    tail_waits_for_a_session_to_appear
+);
