@@ -87,6 +87,32 @@ pub fn postgres() -> Option<PgSchema> {
     Some(PgSchema::create(&server))
 }
 
+/// Whether process `pid` no longer runs: gone, or a zombie nobody has reaped yet.
+pub fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Runs a Python script with `sqlite3` imported, as another program writing a database would.
+pub fn python_sqlite(script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let output = Command::new("python3")
+        .args(["-c", &format!("import sqlite3, sys\n{script}")])
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
 /// The repository root (for `examples/`).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

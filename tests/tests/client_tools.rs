@@ -206,17 +206,6 @@ fn the_iteration_limit_ends_the_run_with_a_warning_and_answers_the_last_calls() 
     assert_eq!(frames.last().unwrap().done_status(), Some("ok"));
 }
 
-/// Whether process `pid` is gone (or a zombie nobody has reaped yet: it no longer runs).
-fn is_gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-    }
-}
-
 /// A tool that starts a long sleep in the background, writes its pid and waits for it.
 fn slow_tool(dir: &Path) -> (String, std::path::PathBuf) {
     let pidfile = dir.join("sleep.pid");
@@ -256,11 +245,11 @@ fn cancel_while_a_command_tool_runs_kills_it_and_its_children() {
         f.ui_name() == Some("ChatToolExecutionStarted")
     });
     let sleeper = wait_for_pid(&pidfile);
-    assert!(!is_gone(sleeper));
+    assert!(!reel_tests::process_gone(sleeper));
     client.send(r#"{"requestId":"c1","cancel":{}}"#);
     assert_eq!(client.done_of("s1"), "stopped");
     let started = Instant::now();
-    while !is_gone(sleeper) {
+    while !reel_tests::process_gone(sleeper) {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "the tool's child outlived the cancel"
@@ -310,7 +299,7 @@ fn a_crash_while_a_tool_runs_is_closed_on_resume_and_the_model_sees_a_whole_conv
     // reel's tool guard saw its pipe close and killed the tool's process group: nothing of the
     // tool outlives reel, not even the child it started.
     let started = Instant::now();
-    while !is_gone(sleeper) {
+    while !reel_tests::process_gone(sleeper) {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "the tool's child outlived a reel killed with kill -9"

@@ -3,7 +3,6 @@
 
 use std::{
     path::Path,
-    process::Command,
     time::{Duration, Instant},
 };
 
@@ -26,17 +25,10 @@ fn now_ms() -> i64 {
 
 /// Runs one SQL statement on a SQLite file, as another program would.
 fn sqlite(db: &Path, sql: &str) -> String {
-    let output = Command::new("python3")
-        .args([
-            "-c",
-            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); r = c.execute(sys.argv[2]).fetchall(); c.commit(); print(r)",
-        ])
-        .arg(db)
-        .arg(sql)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    reel_tests::python_sqlite(
+        "c = sqlite3.connect(sys.argv[1]); r = c.execute(sys.argv[2]).fetchall(); c.commit(); print(r)",
+        &[db.as_os_str(), std::ffi::OsStr::new(sql)],
+    )
 }
 
 /// A session `s` in a new SQLite file, its lease then written as another host's.

@@ -267,15 +267,10 @@ fn a_debug_file_never_truncates_a_file_the_command_uses() {
 
 /// A SQLite database of another program: a table of its own, rollback journal.
 fn foreign_database(path: &Path) {
-    let made = Command::new("python3")
-        .args([
-            "-c",
-            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)'); c.execute(\"INSERT INTO users (name) VALUES ('ada')\"); c.commit()",
-        ])
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    reel_tests::python_sqlite(
+        "c = sqlite3.connect(sys.argv[1]); c.execute('CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)'); c.execute(\"INSERT INTO users (name) VALUES ('ada')\"); c.commit()",
+        &[path.as_os_str()],
+    );
 }
 
 #[test]
@@ -391,7 +386,7 @@ fn read_only_commands_never_create_a_database() {
 /// own rules: the SQL run, `_sqlx_migrations` rows with each file's SHA-384).
 fn older_reel_database(path: &Path) {
     let script = r#"
-import hashlib, pathlib, sqlite3, sys
+import hashlib, pathlib
 c = sqlite3.connect(sys.argv[1])
 c.execute("CREATE TABLE _sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL, installed_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, success BOOLEAN NOT NULL, checksum BLOB NOT NULL, execution_time BIGINT NOT NULL)")
 for f in sorted(pathlib.Path(sys.argv[2]).glob("000[1-4]_*.sql")):
@@ -402,13 +397,8 @@ for f in sorted(pathlib.Path(sys.argv[2]).glob("000[1-4]_*.sql")):
               (int(version), description.replace("_", " "), hashlib.sha384(sql.encode()).digest()))
 c.commit()
 "#;
-    let made = Command::new("python3")
-        .args(["-c", script])
-        .arg(path)
-        .arg(repo_root().join("migrations/sqlite"))
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let migrations = repo_root().join("migrations/sqlite");
+    reel_tests::python_sqlite(script, &[path.as_os_str(), migrations.as_os_str()]);
 }
 
 #[test]

@@ -93,17 +93,6 @@ fn a_tool_may_not_ask_for_the_api_key() {
     assert!(stderr.contains("tools never see the key"), "{stderr}");
 }
 
-/// Whether process `pid` is gone (or a zombie: it no longer runs).
-fn is_gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-    }
-}
-
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
@@ -155,7 +144,7 @@ fn a_hangup_stops_the_run_like_sigterm_and_the_tool_with_it() {
     assert_eq!(frames.last().unwrap().done_status(), Some("stopped"));
     assert!(frames.iter().any(|f| f.ui_name() == Some("ChatRunStopped")));
     wait_for("the tool's child was stopped with the run", || {
-        is_gone(sleeper)
+        reel_tests::process_gone(sleeper)
     });
 }
 

@@ -1,10 +1,10 @@
-//! The export and listing benchmark: `reel export` of a stored session to jsonl and to HTML, for
-//! a session and one ten times longer (wall time, peak memory of the export process, output
-//! size), and `reel sessions` over a database holding many sessions.
+//! The export and listing benchmark: `reel export` of a stored session to jsonl and to HTML, and
+//! `reel verify` of it, for a session and one ten times longer (wall time, peak memory of the
+//! process, output size), and `reel sessions` over a database holding many sessions.
 //!
 //! Each command runs as its own process, as a user runs it, so its peak memory is its own. An
-//! export holds the session's text, never its events: the longer session's peak must stay
-//! within three times the shorter's (a tenfold log), or the benchmark fails.
+//! export or a verify holds the session's text, never its events: the longer session's peak
+//! must stay within three times the shorter's (a tenfold log), or the benchmark fails.
 
 use std::{
     process::{Command, Stdio},
@@ -26,9 +26,18 @@ pub async fn run(events: usize, sessions: usize) -> Result<bool, String> {
         "events", "format", "seconds", "peak RSS KiB", "output bytes"
     );
     let mut peaks = Vec::new();
+    let mut verify_peaks = Vec::new();
     for deltas in [events / 10, events] {
         let session = format!("export-{}", new_id());
         super::durable::store_reply(&location, &session, deltas as u64).await?;
+        let (seconds, peak) = measure(&["verify", &session, "--timeline-db", &db])?;
+        println!(
+            "{:>10} {:>9} {seconds:>10.3} {peak:>14} {:>14}",
+            deltas + 6,
+            "verify",
+            "-"
+        );
+        verify_peaks.push(peak as f64);
         for format in ["jsonl", "html"] {
             let out = dir.path().join(format!("{session}.{format}"));
             let (seconds, peak) = measure(&[
@@ -51,8 +60,9 @@ pub async fn run(events: usize, sessions: usize) -> Result<bool, String> {
         }
     }
     let (jsonl, html) = (peaks[2] / peaks[0], peaks[3] / peaks[1]);
+    let verify = verify_peaks[1] / verify_peaks[0];
     println!(
-        "peak RSS, ten times the events / the shorter session: jsonl {jsonl:.2}, html {html:.2} (must stay below 3)"
+        "peak RSS, ten times the events / the shorter session: jsonl {jsonl:.2}, html {html:.2}, verify {verify:.2} (must stay below 3)"
     );
 
     add_sessions(&location, sessions).await?;
@@ -61,7 +71,7 @@ pub async fn run(events: usize, sessions: usize) -> Result<bool, String> {
         "reel sessions --json over {} sessions (two of them long): {seconds:.3} s, peak RSS {peak} KiB",
         sessions + 2
     );
-    Ok(jsonl < 3.0 && html < 3.0)
+    Ok(jsonl < 3.0 && html < 3.0 && verify < 3.0)
 }
 
 /// Runs `reel ARGS`; returns its wall time and peak resident set (sampled from /proc).
