@@ -114,7 +114,7 @@ impl AnthropicProvider {
 /// assistant, tool results `tool_result` blocks of the user, and consecutive messages of one
 /// role are merged, because the API wants the roles to alternate. With `thinking`, each
 /// assistant message starts with its signed (and encrypted) thinking blocks.
-fn messages_json(messages: &[ContextMessage], thinking: bool) -> Vec<Value> {
+fn messages_json(messages: &[std::sync::Arc<ContextMessage>], thinking: bool) -> Vec<Value> {
     let mut out: Vec<(&str, Vec<Value>)> = Vec::new();
     for message in messages {
         let (role, blocks) = match message.role {
@@ -465,6 +465,10 @@ mod tests {
     use super::*;
     use crate::context::ContextToolCall;
 
+    fn shared(messages: Vec<ContextMessage>) -> Vec<std::sync::Arc<ContextMessage>> {
+        messages.into_iter().map(std::sync::Arc::new).collect()
+    }
+
     fn message(role: ContextRole, text: &str) -> ContextMessage {
         ContextMessage {
             role,
@@ -497,13 +501,13 @@ mod tests {
         second.tool_call_id = "toolu_2".into();
         second.is_error = true;
         let json = messages_json(
-            &[
+            &shared(vec![
                 message(ContextRole::User, "Weather?"),
                 assistant,
                 first,
                 second,
                 message(ContextRole::Assistant, ""),
-            ],
+            ]),
             false,
         );
         assert_eq!(
@@ -609,13 +613,19 @@ mod tests {
             name: "t".into(),
             arguments: "{}".into(),
         }];
-        let without = messages_json(&[message(ContextRole::User, "q"), assistant.clone()], false);
+        let without = messages_json(
+            &shared(vec![message(ContextRole::User, "q"), assistant.clone()]),
+            false,
+        );
         assert_eq!(
             without[1]["content"].as_array().unwrap().len(),
             1,
             "thinking off: no blocks"
         );
-        let json = messages_json(&[message(ContextRole::User, "q"), assistant], true);
+        let json = messages_json(
+            &shared(vec![message(ContextRole::User, "q"), assistant]),
+            true,
+        );
         assert_eq!(
             json[1]["content"],
             json!([
@@ -649,7 +659,7 @@ mod tests {
     #[test]
     fn a_forced_call_sends_the_prefill_and_thinking_its_budget() {
         let request = ModelRequest {
-            messages: vec![message(ContextRole::User, "weather?")],
+            messages: shared(vec![message(ContextRole::User, "weather?")]),
             settings: crate::provider::ModelSettings {
                 tool_call_prefill: Some("<tool_call>\n".into()),
                 temperature: Some(0.2),

@@ -7,7 +7,7 @@
 //! model call ends. Text that streamed before a run was stopped or failed stays in the
 //! conversation, because the user saw it.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use reel_proto::Any;
 
@@ -81,9 +81,14 @@ impl ContextMessage {
 }
 
 /// Folds the log into the conversation.
+///
+/// Messages are shared (`Arc`): every model request carries the whole conversation, and a
+/// request built by sharing costs a reference count per message where a deep copy would cost
+/// every message's text, again for each call of a long session. A message is changed in place
+/// only while no request holds it (the newest assistant message, as it streams).
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ModelContextProjection {
-    messages: Vec<ContextMessage>,
+    messages: Vec<Arc<ContextMessage>>,
     /// Text segment message id -> index of its assistant message (for the call in progress).
     segments: HashMap<String, usize>,
     /// Reasoning segment message id -> its assistant message and reasoning block (for the call
@@ -103,7 +108,7 @@ impl ModelContextProjection {
     }
 
     /// The conversation so far, oldest first.
-    pub fn messages(&self) -> &[ContextMessage] {
+    pub fn messages(&self) -> &[Arc<ContextMessage>] {
         &self.messages
     }
 
@@ -114,7 +119,7 @@ impl ModelContextProjection {
 
     /// A projection that starts from a stored conversation (a turn), as if its log had been
     /// folded: resuming from a turns database, which keeps no log.
-    pub fn from_turn(messages: Vec<ContextMessage>, calls: u64) -> Self {
+    pub fn from_turn(messages: Vec<Arc<ContextMessage>>, calls: u64) -> Self {
         Self {
             messages,
             calls,
@@ -129,8 +134,10 @@ impl Projection for ModelContextProjection {
     fn apply(&mut self, entry: &LogEntry) {
         match &entry.event {
             Any::ChatUserMessageAccepted(m) => {
-                self.messages
-                    .push(ContextMessage::new(ContextRole::User, m.text.clone()));
+                self.messages.push(Arc::new(ContextMessage::new(
+                    ContextRole::User,
+                    m.text.clone(),
+                )));
                 self.current_assistant = None;
             }
             Any::ChatProviderCallStarted(_) => {
@@ -140,7 +147,7 @@ impl Projection for ModelContextProjection {
             Any::ChatProviderCallFinished(_) => self.end_call(),
             Any::ChatReasoningSegmentStarted(s) => {
                 let at = self.assistant_message();
-                let reasoning = &mut self.messages[at].reasoning;
+                let reasoning = &mut Arc::make_mut(&mut self.messages[at]).reasoning;
                 reasoning.push(ContextReasoning::default());
                 self.reasoning_segments
                     .insert(s.message_id.clone(), (at, reasoning.len() - 1));
@@ -152,10 +159,12 @@ impl Projection for ModelContextProjection {
             }
             Any::ChatReasoningSignature(signed) if !signed.redacted_data.is_empty() => {
                 let at = self.assistant_message();
-                self.messages[at].reasoning.push(ContextReasoning {
-                    redacted_data: signed.redacted_data.clone(),
-                    ..ContextReasoning::default()
-                });
+                Arc::make_mut(&mut self.messages[at])
+                    .reasoning
+                    .push(ContextReasoning {
+                        redacted_data: signed.redacted_data.clone(),
+                        ..ContextReasoning::default()
+                    });
             }
             Any::ChatReasoningSignature(signed) => {
                 if let Some(block) = self.reasoning_block(&signed.message_id) {
@@ -175,21 +184,23 @@ impl Projection for ModelContextProjection {
                         at
                     }
                 };
-                self.messages[at].text.push_str(&d.text);
+                Arc::make_mut(&mut self.messages[at]).text.push_str(&d.text);
             }
             Any::ChatToolCallRequested(t) => {
                 let at = self.assistant_message();
-                self.messages[at].tool_calls.push(ContextToolCall {
-                    id: t.tool_call_id.clone(),
-                    name: t.tool_name.clone(),
-                    arguments: t.input.clone(),
-                });
+                Arc::make_mut(&mut self.messages[at])
+                    .tool_calls
+                    .push(ContextToolCall {
+                        id: t.tool_call_id.clone(),
+                        name: t.tool_name.clone(),
+                        arguments: t.input.clone(),
+                    });
             }
             Any::ChatToolResultReady(r) => {
                 let mut message = ContextMessage::new(ContextRole::Tool, r.result.clone());
                 message.tool_call_id.clone_from(&r.tool_call_id);
                 message.is_error = r.is_error;
-                self.messages.push(message);
+                self.messages.push(Arc::new(message));
                 self.current_assistant = None;
             }
             _ => {}
@@ -201,7 +212,9 @@ impl ModelContextProjection {
     /// The reasoning block of the segment `message_id` of the call in progress.
     fn reasoning_block(&mut self, message_id: &str) -> Option<&mut ContextReasoning> {
         let &(at, block) = self.reasoning_segments.get(message_id)?;
-        self.messages.get_mut(at)?.reasoning.get_mut(block)
+        Arc::make_mut(self.messages.get_mut(at)?)
+            .reasoning
+            .get_mut(block)
     }
 
     /// A model call ended: its segments are closed, reasoning that is not sent back is dropped,
@@ -213,7 +226,11 @@ impl ModelContextProjection {
             return;
         };
         if let Some(message) = self.messages.get_mut(at) {
-            message.reasoning.retain(ContextReasoning::is_kept);
+            if message.reasoning.iter().any(|r| !r.is_kept()) {
+                Arc::make_mut(message)
+                    .reasoning
+                    .retain(ContextReasoning::is_kept);
+            }
             let empty = message.text.is_empty()
                 && message.tool_calls.is_empty()
                 && message.reasoning.is_empty();
@@ -229,8 +246,10 @@ impl ModelContextProjection {
         if let Some(at) = self.current_assistant {
             return at;
         }
-        self.messages
-            .push(ContextMessage::new(ContextRole::Assistant, String::new()));
+        self.messages.push(Arc::new(ContextMessage::new(
+            ContextRole::Assistant,
+            String::new(),
+        )));
         let at = self.messages.len() - 1;
         self.current_assistant = Some(at);
         at

@@ -109,6 +109,11 @@ impl Fanout {
         }
     }
 
+    /// Whether a durable sink is attached (one whose commits a side effect must wait for).
+    pub fn has_durable(&self) -> bool {
+        self.sinks.iter().any(|sink| sink.committed.is_some())
+    }
+
     /// Sinks still attached.
     pub fn len(&self) -> usize {
         self.sinks.len()

@@ -91,12 +91,15 @@ impl OpenAiProvider {
 
 /// A conversation as chat-completions messages (what `reel export --format turns` writes, and
 /// what every request sends).
-pub fn messages_json(system_prompt: Option<&str>, messages: &[ContextMessage]) -> Vec<Value> {
+pub fn messages_json(
+    system_prompt: Option<&str>,
+    messages: &[std::sync::Arc<ContextMessage>],
+) -> Vec<Value> {
     let mut out = Vec::with_capacity(messages.len() + 1);
     if let Some(system) = system_prompt {
         out.push(json!({"role": "system", "content": system}));
     }
-    out.extend(messages.iter().filter_map(message_json));
+    out.extend(messages.iter().filter_map(|m| message_json(m)));
     out
 }
 

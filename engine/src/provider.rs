@@ -70,7 +70,9 @@ pub struct ModelSettings {
 pub struct ModelRequest {
     pub system_prompt: Option<String>,
     /// The conversation, ending with the newest user message or tool results.
-    pub messages: Vec<ContextMessage>,
+    /// The conversation, ending with the newest user message or tool results; shared with the
+    /// session's context, not copied.
+    pub messages: Vec<std::sync::Arc<ContextMessage>>,
     pub settings: ModelSettings,
     /// How many model calls the session made before this one (0 for its first).
     pub call_index: u64,

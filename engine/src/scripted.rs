@@ -223,7 +223,7 @@ fn echoed(request: ModelRequest) -> String {
         .into_iter()
         .rev()
         .find(|m| m.role == ContextRole::User)
-        .map(|m| m.text)
+        .map(|m| std::sync::Arc::unwrap_or_clone(m).text)
         .unwrap_or_default()
 }
 

@@ -269,6 +269,14 @@ impl Session {
     /// effect of a run (a model call, a tool execution): when the database has failed, nothing
     /// more may happen that the log could not record.
     pub async fn storage_holds(&mut self) -> Result<(), SinkFailure> {
+        if !self.outputs.has_durable() {
+            // Nothing to wait for, and a failed durable sink has been found already: the
+            // outputs need not be flushed for this.
+            return match self.outputs.failures().iter().find(|f| f.durable) {
+                Some(failure) => Err(failure.clone()),
+                None => Ok(()),
+            };
+        }
         self.outputs.wait_committed(self.log.last_ordinal()).await
     }
 

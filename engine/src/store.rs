@@ -111,7 +111,7 @@ pub struct Turn {
     pub last_ordinal: u64,
     /// Model calls the session had made by the end of the run.
     pub model_calls: u64,
-    pub context: Vec<crate::ContextMessage>,
+    pub context: Vec<Arc<crate::ContextMessage>>,
     /// The run's usage (its model calls together) and the session's up to its end.
     pub usage: reel_proto::chat::UsageInfo,
     pub session_usage: reel_proto::chat::UsageInfo,

@@ -87,7 +87,7 @@ pub fn to_i64(value: u64) -> i64 {
 }
 
 /// A turn's conversation as JSON.
-pub fn context_json(context: &[ContextMessage]) -> Result<String, StoreError> {
+pub fn context_json(context: &[std::sync::Arc<ContextMessage>]) -> Result<String, StoreError> {
     serde_json::to_string(context)
         .map_err(|e| StoreError::Database(format!("cannot encode a turn: {e}")))
 }
@@ -97,7 +97,7 @@ pub fn context_from(
     session_id: &str,
     run_id: &str,
     json: &str,
-) -> Result<Vec<ContextMessage>, StoreError> {
+) -> Result<Vec<std::sync::Arc<ContextMessage>>, StoreError> {
     serde_json::from_str(json).map_err(|e| {
         StoreError::Damaged(format!(
             "turn {run_id:?} of session {session_id:?} does not decode: {e}"
