@@ -149,7 +149,7 @@ fn sequential_submits(submits: usize) -> io::Result<()> {
         submits / 2
     );
     println!(
-        "growth per submit: first half {:.0} B, second half {:.0} B (the log, timeline and context of one exchange)",
+        "growth per submit: first half {:.0} B, second half {:.0} B (the timeline and context of one exchange)",
         (rss_half.saturating_sub(rss_start)) as f64 * 1024.0 / half,
         (rss_end.saturating_sub(rss_half)) as f64 * 1024.0 / half
     );

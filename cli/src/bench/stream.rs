@@ -89,7 +89,7 @@ pub async fn run(deltas: usize) -> u8 {
     let memory_per_delta = |f: &Figures| f.rss_growth_kib as f64 * 1024.0 / f.deltas as f64;
     println!("bytes per delta, long / short reply: {ratio:.3} (must stay below 1.05)");
     println!(
-        "RSS growth per delta: short {:.0} B, long {:.0} B (the log and the timeline keep every delta)",
+        "RSS growth per delta: short {:.0} B, long {:.0} B (the timeline and the model context keep the reply's text)",
         memory_per_delta(&rows[0]),
         memory_per_delta(&rows[1])
     );
