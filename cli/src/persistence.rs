@@ -33,6 +33,18 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
     else {
         return Ok(None);
     };
+    if args.timeline_db.is_none()
+        && args.timeline_dsn.is_none()
+        && args.turns_db.is_none()
+        && args.turns_dsn.is_none()
+    {
+        let shown = |at: &Option<Location>| at.as_ref().map(Location::shown).unwrap_or_default();
+        tracing::info!(
+            "timeline database: {}; turns database: {}",
+            shown(&timeline_at),
+            shown(&turns_at)
+        );
+    }
     let session_id = args.session_id.clone().unwrap_or_else(new_id);
     check_session_id(&session_id).map_err(|e| e.to_string())?;
     let mut timeline = match &timeline_at {
@@ -168,11 +180,6 @@ pub fn locations(args: &RunCommandArgs) -> Result<Option<Locations>, String> {
         (None, None, Some(_)) => {
             let folder = data_folder()?;
             let (timeline, turns) = (folder.join("timeline.db"), folder.join("turns.db"));
-            tracing::info!(
-                "timeline database: {}; turns database: {}",
-                timeline.display(),
-                turns.display()
-            );
             Some(Locations {
                 timeline: Some(Location::path(timeline)),
                 turns: Some(Location::path(turns)),

@@ -120,12 +120,21 @@ impl<'a> Server<'a> {
             if let Some(failure) = self.session.durable_failure() {
                 // Nothing more may happen that the log cannot record: the running submit
                 // fails at once, and no further request is read.
-                if let Some(mut run) = self.active.take() {
-                    let outcome = self
-                        .session
-                        .fail_run(&mut run, RunFailure::storage(&failure))
-                        .await;
-                    self.answer_submit(&run, &outcome).await;
+                match self.active.take() {
+                    Some(mut run) => {
+                        let outcome = self
+                            .session
+                            .fail_run(&mut run, RunFailure::storage(&failure))
+                            .await;
+                        self.answer_submit(&run, &outcome).await;
+                    }
+                    // Between requests (a heartbeat found the lease gone, say): said without a
+                    // request to answer.
+                    None => {
+                        self.session
+                            .report_storage_failure(&Arc::from(""), &failure)
+                            .await
+                    }
                 }
                 return ServeEnd::StorageFailed;
             }
@@ -263,10 +272,12 @@ impl<'a> Server<'a> {
 
     async fn request(&mut self, line: RpcRequestLine) -> Next {
         if let Err(error) = check_request_id(&line.request_id) {
-            // An id over the limit is not an id: it is never echoed.
-            return self
-                .refuse(&Arc::from(""), "invalid_request_id", &error.to_string())
+            // An id over the limit is not an id: it is never echoed, and no done can name it.
+            let none: Arc<str> = Arc::from("");
+            self.session
+                .emit_error(&none, "invalid_request_id", &error.to_string(), false)
                 .await;
+            return Next::Continue;
         }
         let rid: Arc<str> = if line.request_id.is_empty() {
             Arc::from(new_id())

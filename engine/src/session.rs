@@ -247,21 +247,27 @@ impl Session {
     pub async fn emit_done(&mut self, request_id: &Arc<str>, status: &str) {
         let mut status = status;
         if let Err(failure) = self.outputs.wait_committed(self.log.last_ordinal()).await {
-            if !self.storage_failure_reported {
-                self.storage_failure_reported = true;
-                let message = format!(
-                    "{} failed; what came after the last done may not be stored: {}",
-                    failure.sink, failure.message
-                );
-                self.emit_error(request_id, STORAGE_FAILED, &message, true)
-                    .await;
-            }
+            self.report_storage_failure(request_id, &failure).await;
             status = done_status::FAILED;
         }
         let done = DoneFrame {
             status: status.into(),
         };
         self.emit(request_id, OutputKind::Done(Arc::new(done)))
+            .await;
+    }
+
+    /// Writes the terminal `storage_failed` error for `failure`, once per session.
+    pub async fn report_storage_failure(&mut self, request_id: &Arc<str>, failure: &SinkFailure) {
+        if self.storage_failure_reported {
+            return;
+        }
+        self.storage_failure_reported = true;
+        let message = format!(
+            "{} failed; what came after the last done may not be stored: {}",
+            failure.sink, failure.message
+        );
+        self.emit_error(request_id, STORAGE_FAILED, &message, true)
             .await;
     }
 

@@ -409,8 +409,7 @@ impl Session {
     /// Ends the run as failed at once (its store failed): the model call or the tools are
     /// dropped, as for a cancel, and the run ends with ChatRunFailed.
     pub async fn fail_run(&mut self, run: &mut ActiveRun<'_>, failure: RunFailure) -> RunOutcome {
-        let phase = std::mem::replace(&mut run.phase, Phase::Idle);
-        drop(phase);
+        drop(std::mem::replace(&mut run.phase, Phase::Idle));
         if run.call.open {
             let rid = Arc::clone(&run.request_id);
             self.finish_call(&rid, &mut run.call, "error", "error")
@@ -425,9 +424,8 @@ impl Session {
     /// processes are killed), and the run ends with ChatRunStopped.
     pub async fn stop_run(&mut self, run: &mut ActiveRun<'_>) -> RunOutcome {
         // Dropping what the run waits for aborts that work before anything else happens.
-        let phase = std::mem::replace(&mut run.phase, Phase::Idle);
-        if let Phase::Model(_) = phase {
-            drop(phase);
+        drop(std::mem::replace(&mut run.phase, Phase::Idle));
+        if run.call.open {
             let rid = Arc::clone(&run.request_id);
             self.finish_call(&rid, &mut run.call, "cancelled", "cancelled")
                 .await;
