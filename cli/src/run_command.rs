@@ -101,22 +101,20 @@ pub async fn run(invocation: Invocation) -> u8 {
         Some(opened) => {
             let ordinal = opened.log.last_ordinal();
             if let Some(store) = opened.timeline {
-                let (sink, committed) = TimelineDbSink::new(
+                fanout.attach(Box::new(TimelineDbSink::new(
                     store,
                     opened.session_id.clone(),
                     opened.state.clone(),
                     opened.entities_ordinal,
-                );
-                fanout.attach_durable(Box::new(sink), committed);
+                )));
             }
             if let Some(store) = opened.turns {
-                let (sink, committed) = TurnsDbSink::new(
+                fanout.attach(Box::new(TurnsDbSink::new(
                     store,
                     opened.session_id.clone(),
                     opened.state.context.clone(),
                     ordinal,
-                );
-                fanout.attach_durable(Box::new(sink), committed);
+                )));
             }
             Session::resume(opened.session_id, fanout, opened.state, opened.log)
         }

@@ -54,7 +54,7 @@ pub use run::{ActiveRun, RunEvent, RunFailure, RunOutcome, RunRequest};
 pub use scripted::{Repeat, Script, ScriptError, ScriptedProvider, Step};
 pub use server::{Incoming, ServeConfig, ServeEnd, serve};
 pub use session::{Session, done_status};
-pub use sink::{MemorySink, Sink, SinkError};
+pub use sink::{Acks, Durability, MemorySink, Sink, SinkError};
 pub use store::{
     Commit, LEASE_HEARTBEAT, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore,
 };

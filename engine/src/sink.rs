@@ -4,10 +4,15 @@
 //! bounded channel and decides itself how to batch and flush. The channel is bounded, so a slow sink
 //! slows the session (back-pressure) instead of losing or buffering without limit. A sink that
 //! returns an error is detached; the others carry on.
+//!
+//! A durable sink (a database) says so with [`Sink::durability`] and reports the highest ordinal
+//! it has made durable through the [`Acks`] its `run` is handed; the session waits for that
+//! before a request's done and before a run's side effects. [`crate::Fanout::attach`] is the one
+//! way a sink starts, so no caller can forget to wire the acknowledgements.
 
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::{fanout::OutputBatch, output::Output};
 
@@ -20,15 +25,52 @@ pub enum SinkError {
     Encode(String),
 }
 
+/// Whether a session waits for a sink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Writes what it gets; nobody waits for it (stdout, the debug file).
+    BestEffort,
+    /// Makes the log durable and acknowledges it: the session waits for its acknowledgements.
+    /// `acknowledged` is the ordinal it holds already when it starts (a resumed session's).
+    Durable { acknowledged: u64 },
+}
+
+/// Where a sink acknowledges the highest ordinal it has made durable. A best-effort sink
+/// ignores it.
+#[derive(Debug)]
+pub struct Acks(watch::Sender<u64>);
+
+impl Acks {
+    /// A pair: the sink's end and the session's.
+    pub(crate) fn channel(acknowledged: u64) -> (Self, watch::Receiver<u64>) {
+        let (sender, receiver) = watch::channel(acknowledged);
+        (Self(sender), receiver)
+    }
+
+    /// Everything up to `ordinal` is durable.
+    pub fn committed(&self, ordinal: u64) {
+        self.0.send_replace(ordinal);
+    }
+}
+
 /// A consumer of session outputs.
 #[async_trait::async_trait]
 pub trait Sink: Send + 'static {
     /// Short name for messages, e.g. `stdout` or `debug-file`.
     fn name(&self) -> String;
 
+    /// Whether the session waits for this sink's acknowledgements.
+    fn durability(&self) -> Durability {
+        Durability::BestEffort
+    }
+
     /// Consumes outputs until the channel closes, then flushes. Returning `Ok` means everything
-    /// received was written.
-    async fn run(self: Box<Self>, input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError>;
+    /// received was written. A durable sink reports what it has made durable through `acks`.
+    async fn run(
+        self: Box<Self>,
+        input: mpsc::Receiver<OutputBatch>,
+        acks: Acks,
+    ) -> Result<(), SinkError>;
 }
 
 /// Keeps every output in memory, in order: for embedding reel in a program, and for tests.
@@ -54,7 +96,11 @@ impl Sink for MemorySink {
         "memory".into()
     }
 
-    async fn run(self: Box<Self>, mut input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
+    async fn run(
+        self: Box<Self>,
+        mut input: mpsc::Receiver<OutputBatch>,
+        _acks: Acks,
+    ) -> Result<(), SinkError> {
         while let Some(batch) = input.recv().await {
             self.outputs
                 .lock()

@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use reel_engine::{OutputBatch, OutputKind, Sink, SinkError};
+use reel_engine::{Acks, OutputBatch, OutputKind, Sink, SinkError};
 use reel_proto::{Any, rpc::SnapshotFrame};
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -106,7 +106,11 @@ impl<W: Write + Send + 'static> Sink for ResultDocumentSink<W> {
         "stdout".into()
     }
 
-    async fn run(self: Box<Self>, mut input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
+    async fn run(
+        self: Box<Self>,
+        mut input: mpsc::Receiver<OutputBatch>,
+        _acks: Acks,
+    ) -> Result<(), SinkError> {
         let mut document = ResultDocument::default();
         while let Some(batch) = input.recv().await {
             for output in batch.iter() {

@@ -13,7 +13,7 @@ use std::{
     path::Path,
 };
 
-use reel_engine::{Output, OutputBatch, Sink, SinkError};
+use reel_engine::{Acks, Output, OutputBatch, Sink, SinkError};
 use reel_proto::json;
 use tokio::sync::mpsc;
 
@@ -69,7 +69,11 @@ impl<W: Write + Send + 'static> Sink for JsonlFrameSink<W> {
         self.name.clone()
     }
 
-    async fn run(self: Box<Self>, input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
+    async fn run(
+        self: Box<Self>,
+        input: mpsc::Receiver<OutputBatch>,
+        _acks: Acks,
+    ) -> Result<(), SinkError> {
         let this = *self;
         tokio::task::spawn_blocking(move || this.write_all(input))
             .await

@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use reel_engine::{OutputBatch, OutputKind, Sink, SinkError};
+use reel_engine::{Acks, OutputBatch, OutputKind, Sink, SinkError};
 use reel_proto::Any;
 use tokio::sync::mpsc;
 
@@ -33,7 +33,11 @@ impl<W: Write + Send + 'static> Sink for TextSink<W> {
         "stdout".into()
     }
 
-    async fn run(self: Box<Self>, input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
+    async fn run(
+        self: Box<Self>,
+        input: mpsc::Receiver<OutputBatch>,
+        _acks: Acks,
+    ) -> Result<(), SinkError> {
         let mut writer = self.writer;
         tokio::task::spawn_blocking(move || {
             let mut input = input;

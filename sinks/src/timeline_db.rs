@@ -6,17 +6,18 @@
 //! when 4,096 events are pending, and always at the end of a run. Each commit holds the new
 //! events (compact deltas: bytes per delta do not grow with the reply); at a run's end it also
 //! materializes the entities the run changed; now and then it stores a snapshot of the whole
-//! projection state, so that resuming replays only the events after it. After each commit it
-//! reports the committed ordinal, which the session waits for before writing `done`.
+//! projection state, so that resuming replays only the events after it. It is a durable sink:
+//! after each commit it acknowledges the committed ordinal, which the session waits for before
+//! writing `done` and before a run's next side effect.
 
 use std::sync::Arc;
 
 use reel_engine::{
-    Commit, LEASE_HEARTBEAT, LogEntry, LogStore, OutputBatch, OutputKind, SessionState, Sink,
-    SinkError, session_title,
+    Acks, Commit, Durability, LEASE_HEARTBEAT, LogEntry, LogStore, OutputBatch, OutputKind,
+    SessionState, Sink, SinkError, session_title,
 };
 use reel_proto::Any;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 /// Events pending before a commit is forced.
 const MAX_PENDING: usize = 4096;
@@ -29,7 +30,8 @@ const SNAPSHOT_FRACTION: u64 = 8;
 pub struct TimelineDbSink<S> {
     store: S,
     session_id: String,
-    committed: watch::Sender<u64>,
+    /// The ordinal stored when the sink starts (a resumed session's).
+    stored: u64,
     /// The projections as of the newest event received.
     state: SessionState,
     /// The ordinal the stored entities are as of.
@@ -41,27 +43,23 @@ pub struct TimelineDbSink<S> {
 
 impl<S: LogStore> TimelineDbSink<S> {
     /// A sink continuing `state` (the stored session as of its newest stored ordinal), whose
-    /// stored entities are as of `entities_ordinal`; the receiver reports the highest ordinal
-    /// committed.
+    /// stored entities are as of `entities_ordinal`.
     pub fn new(
         store: S,
         session_id: impl Into<String>,
         state: SessionState,
         entities_ordinal: u64,
-    ) -> (Self, watch::Receiver<u64>) {
+    ) -> Self {
         let ordinal = state.ordinal();
-        let (committed, acks) = watch::channel(ordinal);
-        let title_known = ordinal > 0;
-        let sink = Self {
+        Self {
             store,
             session_id: session_id.into(),
-            committed,
+            stored: ordinal,
             state,
             entities_ordinal,
             snapshot_ordinal: ordinal,
-            title_known,
-        };
-        (sink, acks)
+            title_known: ordinal > 0,
+        }
     }
 
     /// Folds the batch's events in; returns whether a run ended in it.
@@ -101,6 +99,7 @@ impl<S: LogStore> TimelineDbSink<S> {
         pending: &mut Vec<Arc<LogEntry>>,
         title: &mut Option<String>,
         materialize: bool,
+        acks: &Acks,
     ) -> Result<(), SinkError> {
         let ordinal = self.state.ordinal();
         let materialize = materialize && ordinal > self.entities_ordinal;
@@ -136,7 +135,7 @@ impl<S: LogStore> TimelineDbSink<S> {
         if commit.snapshot.is_some() {
             self.snapshot_ordinal = ordinal;
         }
-        self.committed.send_replace(ordinal);
+        acks.committed(ordinal);
         Ok(())
     }
 }
@@ -147,9 +146,16 @@ impl<S: LogStore> Sink for TimelineDbSink<S> {
         "timeline-db".into()
     }
 
+    fn durability(&self) -> Durability {
+        Durability::Durable {
+            acknowledged: self.stored,
+        }
+    }
+
     async fn run(
         mut self: Box<Self>,
         mut input: mpsc::Receiver<OutputBatch>,
+        acks: Acks,
     ) -> Result<(), SinkError> {
         let mut pending = Vec::new();
         let mut title = None;
@@ -176,10 +182,11 @@ impl<S: LogStore> Sink for TimelineDbSink<S> {
                     Err(_) => break,
                 }
             }
-            self.commit(&mut pending, &mut title, run_ended).await?;
+            self.commit(&mut pending, &mut title, run_ended, &acks)
+                .await?;
             heartbeat.reset();
         }
-        self.commit(&mut pending, &mut title, true).await?;
+        self.commit(&mut pending, &mut title, true, &acks).await?;
         self.store
             .release(&self.session_id)
             .await

@@ -6,10 +6,11 @@
 //! ordinal it has dealt with, so a run's done also waits for its turn to be stored.
 
 use reel_engine::{
-    ModelContextProjection, OutputBatch, OutputKind, Projection, Sink, SinkError, Turn, TurnStore,
+    Acks, Durability, ModelContextProjection, OutputBatch, OutputKind, Projection, Sink, SinkError,
+    Turn, TurnStore,
 };
 use reel_proto::{Any, chat::UsageInfo};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 /// A run's usage and its session's, as the run's last event carries them.
 type Usages = (Option<UsageInfo>, Option<UsageInfo>);
@@ -18,7 +19,6 @@ type Usages = (Option<UsageInfo>, Option<UsageInfo>);
 pub struct TurnsDbSink<S> {
     store: S,
     session_id: String,
-    committed: watch::Sender<u64>,
     context: ModelContextProjection,
     /// The run in progress.
     run_id: String,
@@ -26,24 +26,20 @@ pub struct TurnsDbSink<S> {
 }
 
 impl<S: TurnStore> TurnsDbSink<S> {
-    /// A sink continuing `context` as of `ordinal`; the receiver reports the highest ordinal
-    /// dealt with.
+    /// A sink continuing `context` as of `ordinal`.
     pub fn new(
         store: S,
         session_id: impl Into<String>,
         context: ModelContextProjection,
         ordinal: u64,
-    ) -> (Self, watch::Receiver<u64>) {
-        let (committed, acks) = watch::channel(ordinal);
-        let sink = Self {
+    ) -> Self {
+        Self {
             store,
             session_id: session_id.into(),
-            committed,
             context,
             run_id: String::new(),
             last_ordinal: ordinal,
-        };
-        (sink, acks)
+        }
     }
 
     async fn save(&mut self, status: &str, usage: Usages) -> Result<(), SinkError> {
@@ -70,9 +66,16 @@ impl<S: TurnStore> Sink for TurnsDbSink<S> {
         "turns-db".into()
     }
 
+    fn durability(&self) -> Durability {
+        Durability::Durable {
+            acknowledged: self.last_ordinal,
+        }
+    }
+
     async fn run(
         mut self: Box<Self>,
         mut input: mpsc::Receiver<OutputBatch>,
+        acks: Acks,
     ) -> Result<(), SinkError> {
         while let Some(batch) = input.recv().await {
             for output in batch.iter() {
@@ -100,7 +103,7 @@ impl<S: TurnStore> Sink for TurnsDbSink<S> {
                     self.save(status, usage).await?;
                 }
             }
-            self.committed.send_replace(self.last_ordinal);
+            acks.committed(self.last_ordinal);
         }
         Ok(())
     }

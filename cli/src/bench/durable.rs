@@ -208,9 +208,13 @@ pub(super) async fn store_reply(
         .await
         .map_err(|e| e.to_string())?;
     store.lease(session_id).await.map_err(|e| e.to_string())?;
-    let (sink, committed) = TimelineDbSink::new(store, session_id, SessionState::default(), 0);
     let mut fanout = Fanout::new();
-    fanout.attach_durable(Box::new(sink), committed);
+    fanout.attach(Box::new(TimelineDbSink::new(
+        store,
+        session_id,
+        SessionState::default(),
+        0,
+    )));
     let mut session = Session::new(session_id, fanout);
     let repeat = Repeat {
         times: deltas,

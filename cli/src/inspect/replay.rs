@@ -94,16 +94,22 @@ pub async fn run(args: ReplayArgs) -> Result<(), String> {
         ));
     }
     let mut fanout = Fanout::new();
-    let (sink, committed) =
-        TimelineDbSink::new(timeline, id.clone(), state.clone(), entities_ordinal);
-    fanout.attach_durable(Box::new(sink), committed);
+    fanout.attach(Box::new(TimelineDbSink::new(
+        timeline,
+        id.clone(),
+        state.clone(),
+        entities_ordinal,
+    )));
     if let Some(location) = turns_at {
         let turns = open_timeline(&location, Access::ReadWrite)
             .await
             .map_err(|e| e.to_string())?;
-        let (sink, committed) =
-            TurnsDbSink::new(turns, id.clone(), state.context.clone(), log.last_ordinal());
-        fanout.attach_durable(Box::new(sink), committed);
+        fanout.attach(Box::new(TurnsDbSink::new(
+            turns,
+            id.clone(),
+            state.context.clone(),
+            log.last_ordinal(),
+        )));
     }
     let mut session = Session::resume(id.clone(), fanout, state, log);
     let appended = append(&mut session, &args.capture, &capture).await;
