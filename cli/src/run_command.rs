@@ -271,7 +271,7 @@ async fn one_shot(
             (done_status::FAILED, Ending::Failed)
         }
         Err(panic) => {
-            let message = reel_engine::run::panic_message(panic.as_ref());
+            let message = reel_engine::panic_message(panic.as_ref());
             tracing::error!("internal error: {message}");
             session
                 .emit_error(&rid, "internal_error", &message, true)

@@ -1,6 +1,8 @@
 //! reel's engine: the event log, its pure projections, the session that writes the log, the
 //! model provider trait with the scripted provider, and the sink trait.
 //!
+//! Its modules are private: every type has one path, the re-export below.
+//!
 //! The engine knows no database, file format or terminal. Outer crates implement [`Sink`] and
 //! [`Provider`]; the [`Session`] ties them together:
 //!
@@ -11,28 +13,28 @@
 //!                                      --> Fanout --> every Sink, in order, with back-pressure
 //! ```
 
-pub mod anthropic;
-pub mod catalog;
-pub mod context;
-pub mod fanout;
-pub mod http_stream;
-pub mod id;
-pub mod log;
-pub mod openai;
-pub mod output;
-pub mod projection;
-pub mod provider;
-pub mod run;
-pub mod scripted;
-pub mod secrets;
-pub mod server;
-pub mod session;
-pub mod sink;
+mod anthropic;
+mod catalog;
+mod context;
+mod fanout;
+mod http_stream;
+mod id;
+mod log;
+mod openai;
+mod output;
+mod projection;
+mod provider;
+mod run;
+mod scripted;
+mod secrets;
+mod server;
+mod session;
+mod sink;
 mod sse_limit;
-pub mod store;
-pub mod timeline;
-pub mod tools;
-pub mod usage;
+mod store;
+mod timeline;
+mod tools;
+mod usage;
 
 pub use anthropic::AnthropicProvider;
 pub use catalog::{SessionCatalog, SessionSummary, run_tally, session_title};
@@ -43,17 +45,20 @@ pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use http_stream::HttpConfig;
 pub use id::{IdError, MAX_REQUEST_ID, MAX_SESSION_ID, check_request_id, check_session_id, new_id};
 pub use log::{EventLog, LogEntry, ordinal_error};
-pub use openai::OpenAiProvider;
+pub use openai::{OpenAiProvider, messages_json as openai_messages};
 pub use output::{CommittedEvent, Output, OutputKind};
 pub use projection::Projection;
 pub use provider::{
     ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream,
     TokenLimitField,
 };
-pub use run::{ActiveRun, RunEvent, RunFailure, RunOutcome, RunRequest};
-pub use scripted::{Repeat, Script, ScriptError, ScriptedProvider, Step};
+pub use run::{ActiveRun, RunEvent, RunFailure, RunOutcome, RunRequest, panic_message};
+pub use scripted::{
+    Repeat, Script, ScriptError, ScriptToolCall, ScriptUsage, ScriptedProvider, Step,
+};
+pub use secrets::{REDACTED, Secrets};
 pub use server::{Incoming, ServeConfig, ServeEnd, serve};
-pub use session::{Session, done_status};
+pub use session::{STORAGE_FAILED, Session, done_status};
 pub use sink::{Acks, Durability, MemorySink, Sink, SinkError};
 pub use store::{
     Commit, LEASE_HEARTBEAT, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore,
@@ -63,4 +68,4 @@ pub use tools::{
     CommandTool, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool, ToolChoice, ToolDefinition, ToolExecutor,
     ToolOutput, Toolbox, ToolboxError, run_tool_guard,
 };
-pub use usage::{Pricing, UsageProjection};
+pub use usage::{Pricing, UsageProjection, add_usage, cached_tokens, input_tokens};

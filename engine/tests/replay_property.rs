@@ -12,8 +12,8 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use reel_engine::{
     Fanout, LogEntry, MemorySink, ModelContextProjection, ModelSettings, OutputKind, Projection,
-    RunRequest, Script, ScriptedProvider, Session, Step, TimelineProjection,
-    scripted::ScriptToolCall, scripted::ScriptUsage,
+    RunRequest, Script, ScriptToolCall, ScriptUsage, ScriptedProvider, Session, Step,
+    TimelineProjection,
 };
 use reel_proto::{
     Any,

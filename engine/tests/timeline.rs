@@ -1,8 +1,6 @@
 //! Given a log, when it is projected, then the timeline and ui events are these.
 
-use reel_engine::{
-    LogEntry, ModelContextProjection, Projection, TimelineProjection, context::ContextRole,
-};
+use reel_engine::{ContextRole, LogEntry, ModelContextProjection, Projection, TimelineProjection};
 use reel_proto::{
     Any,
     chat::{

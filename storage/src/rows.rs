@@ -109,9 +109,9 @@ pub fn context_from(
 /// tokens, cost in US dollars.
 pub fn usage_columns(usage: &UsageInfo) -> (i64, i64, i64, f64) {
     (
-        to_i64(reel_engine::usage::input_tokens(usage)),
+        to_i64(reel_engine::input_tokens(usage)),
         i64::from(usage.output_tokens),
-        to_i64(reel_engine::usage::cached_tokens(usage)),
+        to_i64(reel_engine::cached_tokens(usage)),
         usage.cost_usd,
     )
 }

@@ -265,6 +265,46 @@ pub fn ui_names(frames: &[FrameLine]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    /// The README's crate diagram is the real dependency graph: each crate's own reel
+    /// dependencies, as `cargo tree` prints them.
+    #[test]
+    fn the_readme_diagram_is_the_crate_graph() {
+        let root = super::repo_root();
+        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+        assert!(readme.contains(
+            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine"
+        ));
+        let expected: &[(&str, &[&str])] = &[
+            (
+                "cli",
+                &["reel-engine", "reel-proto", "reel-sinks", "reel-storage"],
+            ),
+            ("sinks", &["reel-engine", "reel-proto"]),
+            ("storage", &["reel-engine", "reel-proto"]),
+            ("engine", &["reel-proto"]),
+            ("proto", &[]),
+        ];
+        for (crate_dir, reel_deps) in expected {
+            let manifest =
+                std::fs::read_to_string(root.join(crate_dir).join("Cargo.toml")).unwrap();
+            let deps = manifest
+                .split("[dependencies]")
+                .nth(1)
+                .unwrap_or_default()
+                .split("\n[")
+                .next()
+                .unwrap_or_default();
+            let declared: Vec<&str> = deps
+                .lines()
+                .filter_map(|line| line.split('.').next())
+                .filter(|name| name.starts_with("reel-"))
+                .collect();
+            let mut declared = declared;
+            declared.sort_unstable();
+            assert_eq!(&declared, reel_deps, "{crate_dir}/Cargo.toml");
+        }
+    }
+
     /// The files in tests/tests/ only run if cli/Cargo.toml declares them: check that it does.
     #[test]
     fn every_end_to_end_test_file_is_declared() {

@@ -16,8 +16,8 @@ use std::{
 };
 
 use reel_engine::{
-    Fanout, LogStore, Script, ScriptedProvider, Session, SessionState, Step, done_status, new_id,
-    scripted::Repeat,
+    Fanout, LogStore, Repeat, Script, ScriptedProvider, Session, SessionState, Step, done_status,
+    new_id,
 };
 use reel_sinks::TimelineDbSink;
 use reel_storage::{Access, Location, open_timeline};

@@ -268,13 +268,13 @@ impl Transcript {
 
 /// The run's usage, when the provider reported any.
 pub fn reported(usage: Option<&UsageInfo>) -> Option<&UsageInfo> {
-    usage.filter(|u| reel_engine::usage::input_tokens(u) + u64::from(u.output_tokens) > 0)
+    usage.filter(|u| reel_engine::input_tokens(u) + u64::from(u.output_tokens) > 0)
 }
 
 /// A usage line: "120 in (20 cached) / 35 out tokens, $0.0012".
 pub fn usage_line(usage: &UsageInfo) -> String {
-    let input = reel_engine::usage::input_tokens(usage);
-    let cached = reel_engine::usage::cached_tokens(usage);
+    let input = reel_engine::input_tokens(usage);
+    let cached = reel_engine::cached_tokens(usage);
     let mut line = format!("{input} in");
     if cached > 0 {
         line.push_str(&format!(" ({cached} cached)"));

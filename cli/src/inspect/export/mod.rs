@@ -113,7 +113,7 @@ async fn export<W: Write>(
                 })
                 .await?;
             let system = Some(system_prompt.as_str()).filter(|s| !s.is_empty());
-            let messages = reel_engine::openai::messages_json(system, context.messages());
+            let messages = reel_engine::openai_messages(system, context.messages());
             let mut out = out;
             serde_json::to_writer_pretty(&mut out, &messages)
                 .map_err(std::io::Error::other)
