@@ -8,9 +8,9 @@ use std::{panic::AssertUnwindSafe, path::Path, sync::Arc};
 
 use futures::FutureExt;
 use reel_engine::{
-    AnthropicProvider, Fanout, HttpConfig, ModelSettings, OpenAiProvider, Provider, RunOutcome,
-    RunRequest, Script, ScriptedProvider, ServeConfig, ServeEnd, Session, Toolbox, done_status,
-    new_id, serve,
+    AnthropicProvider, DoneStatus, ErrorCode, Fanout, HttpConfig, ModelSettings, OpenAiProvider,
+    Provider, RunOutcome, RunRequest, Script, ScriptedProvider, ServeConfig, ServeEnd, Session,
+    Toolbox, new_id, serve,
 };
 use reel_proto::rpc::{self, HelloFrame};
 use reel_sinks::{
@@ -136,9 +136,9 @@ pub async fn run(invocation: Invocation) -> u8 {
                 session.emit_snapshot(&none).await;
             }
             session
-                .emit_error(&none, "runner_init_failed", &error, true)
+                .emit_error(&none, ErrorCode::RunnerInitFailed, &error, true)
                 .await;
-            session.emit_done(&none, done_status::FAILED).await;
+            session.emit_done(&none, DoneStatus::Failed).await;
             (session, Ending::Failed)
         }
         Ok(prepared) if args.stdin_rpc => {
@@ -251,15 +251,15 @@ async fn one_shot(
         .await;
     session.emit_snapshot(&rid).await;
     let (done, ending) = match outcome {
-        Ok(RunOutcome::Finished) => (done_status::OK, Ending::Ok),
+        Ok(RunOutcome::Finished) => (DoneStatus::Ok, Ending::Ok),
         Ok(outcome @ RunOutcome::IterationLimit { .. }) => {
             if let Some((code, message)) = outcome.warning() {
                 tracing::warn!("{message}");
                 session.emit_error(&rid, code, &message, false).await;
             }
-            (done_status::OK, Ending::Ok)
+            (DoneStatus::Ok, Ending::Ok)
         }
-        Ok(RunOutcome::Stopped) => (done_status::STOPPED, Ending::Stopped),
+        Ok(RunOutcome::Stopped) => (DoneStatus::Stopped, Ending::Stopped),
         Ok(RunOutcome::Failed(failure)) => {
             tracing::error!("the run failed: {}", failure.message);
             // A storage failure is reported once, as the terminal error the done brings.
@@ -268,15 +268,15 @@ async fn one_shot(
                     .emit_error(&rid, failure.code, &failure.message, true)
                     .await;
             }
-            (done_status::FAILED, Ending::Failed)
+            (DoneStatus::Failed, Ending::Failed)
         }
         Err(panic) => {
             let message = reel_engine::panic_message(panic.as_ref());
             tracing::error!("internal error: {message}");
             session
-                .emit_error(&rid, "internal_error", &message, true)
+                .emit_error(&rid, ErrorCode::InternalError, &message, true)
                 .await;
-            (done_status::FAILED, Ending::Failed)
+            (DoneStatus::Failed, Ending::Failed)
         }
     };
     session.emit_done(&rid, done).await;

@@ -11,6 +11,7 @@ use reel_proto::Any;
 use crate::{
     log::LogEntry,
     store::{SessionState, StoreError},
+    vocabulary::RunStatus,
 };
 
 /// One row of `reel sessions`.
@@ -60,18 +61,18 @@ pub trait SessionCatalog: Send + 'static {
 
 /// What a batch of events adds to a session's run count, and the status of its newest run if
 /// the batch says (`running` when a run started and did not end in it).
-pub fn run_tally(events: &[Arc<LogEntry>]) -> (u64, Option<&'static str>) {
+pub fn run_tally(events: &[Arc<LogEntry>]) -> (u64, Option<RunStatus>) {
     let mut runs = 0;
     let mut status = None;
     for entry in events {
         match &entry.event {
             Any::ChatRunStarted(_) => {
                 runs += 1;
-                status = Some("running");
+                status = Some(RunStatus::Running);
             }
-            Any::ChatRunFinished(_) => status = Some("finished"),
-            Any::ChatRunStopped(_) => status = Some("stopped"),
-            Any::ChatRunFailed(_) => status = Some("failed"),
+            Any::ChatRunFinished(_) => status = Some(RunStatus::Finished),
+            Any::ChatRunStopped(_) => status = Some(RunStatus::Stopped),
+            Any::ChatRunFailed(_) => status = Some(RunStatus::Failed),
             _ => {}
         }
     }

@@ -21,6 +21,7 @@ use tokio::{
 use crate::{
     output::{Output, OutputKind},
     sink::{Acks, Durability, Sink, SinkError},
+    vocabulary::ErrorCode,
 };
 
 /// How many batches may wait for a sink before the session waits for it.
@@ -163,7 +164,7 @@ impl Fanout {
                 continue;
             }
             let notice = ErrorFrame {
-                code: "sink_failed".into(),
+                code: ErrorCode::SinkFailed.into(),
                 message: format!(
                     "output {} failed and was detached: {}",
                     failure.sink, failure.message

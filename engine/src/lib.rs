@@ -35,6 +35,7 @@ mod store;
 mod timeline;
 mod tools;
 mod usage;
+mod vocabulary;
 
 pub use anthropic::AnthropicProvider;
 pub use catalog::{SessionCatalog, SessionSummary, run_tally, session_title};
@@ -58,7 +59,7 @@ pub use scripted::{
 };
 pub use secrets::{REDACTED, Secrets};
 pub use server::{Incoming, ServeConfig, ServeEnd, serve};
-pub use session::{STORAGE_FAILED, Session, done_status};
+pub use session::Session;
 pub use sink::{Acks, Durability, MemorySink, Sink, SinkError};
 pub use store::{
     Commit, LEASE_HEARTBEAT, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore,
@@ -69,3 +70,7 @@ pub use tools::{
     ToolOutput, Toolbox, ToolboxError, run_tool_guard,
 };
 pub use usage::{Pricing, UsageProjection, add_usage, cached_tokens, input_tokens};
+pub use vocabulary::{
+    DoneStatus, ErrorCode, FinishClass, MessageStatus, RunStatus, ToolCallStatus, ToolResultStatus,
+    WarningCode,
+};

@@ -28,8 +28,9 @@ use crate::{
     id::{check_request_id, check_session_id, new_id},
     provider::{ModelSettings, Provider},
     run::{ActiveRun, RunEvent, RunFailure, RunOutcome, RunRequest},
-    session::{Session, done_status},
+    session::Session,
     tools::{ToolOutput, Toolbox},
+    vocabulary::{DoneStatus, ErrorCode},
 };
 
 /// What the request reader hands the server.
@@ -41,7 +42,7 @@ pub enum Incoming {
     /// line still named one.
     Rejected {
         request_id: Option<String>,
-        code: &'static str,
+        code: ErrorCode,
         message: String,
     },
     /// Reading requests failed; nothing more will come.
@@ -229,7 +230,7 @@ impl<'a> Server<'a> {
     async fn interrupted(&mut self, shutdown: Option<Arc<str>>) -> ServeEnd {
         self.stop_active().await;
         if let Some(rid) = shutdown {
-            self.session.emit_done(&rid, done_status::SHUTDOWN).await;
+            self.session.emit_done(&rid, DoneStatus::Shutdown).await;
         }
         ServeEnd::Interrupted
     }
@@ -237,7 +238,7 @@ impl<'a> Server<'a> {
     async fn drained(&mut self, shutdown: Option<Arc<str>>) -> ServeEnd {
         match shutdown {
             Some(rid) => {
-                self.session.emit_done(&rid, done_status::SHUTDOWN).await;
+                self.session.emit_done(&rid, DoneStatus::Shutdown).await;
                 ServeEnd::Shutdown
             }
             None => ServeEnd::InputClosed,
@@ -254,14 +255,14 @@ impl<'a> Server<'a> {
                 let rid: Arc<str> = Arc::from(request_id.as_deref().unwrap_or_default());
                 self.session.emit_error(&rid, code, &message, false).await;
                 if !rid.is_empty() {
-                    self.session.emit_done(&rid, done_status::FAILED).await;
+                    self.session.emit_done(&rid, DoneStatus::Failed).await;
                 }
                 Next::Continue
             }
             Incoming::ReadFailed(message) => {
                 let rid: Arc<str> = Arc::from("");
                 self.session
-                    .emit_error(&rid, "stdin_read_failed", &message, true)
+                    .emit_error(&rid, ErrorCode::StdinReadFailed, &message, true)
                     .await;
                 self.stop_active().await;
                 Next::End(ServeEnd::ReadFailed)
@@ -275,7 +276,12 @@ impl<'a> Server<'a> {
             // An id over the limit is not an id: it is never echoed, and no done can name it.
             let none: Arc<str> = Arc::from("");
             self.session
-                .emit_error(&none, "invalid_request_id", &error.to_string(), false)
+                .emit_error(
+                    &none,
+                    ErrorCode::InvalidRequestId,
+                    &error.to_string(),
+                    false,
+                )
                 .await;
             return Next::Continue;
         }
@@ -290,13 +296,15 @@ impl<'a> Server<'a> {
                 line.version,
                 rpc::PROTOCOL_VERSION
             );
-            return self.refuse(&rid, "unsupported_version", &message).await;
+            return self
+                .refuse(&rid, ErrorCode::UnsupportedVersion, &message)
+                .await;
         }
         if !line.session_id.is_empty()
             && let Err(error) = check_session_id(&line.session_id)
         {
             return self
-                .refuse(&rid, "invalid_session_id", &error.to_string())
+                .refuse(&rid, ErrorCode::InvalidSessionId, &error.to_string())
                 .await;
         }
         let other_session = !line.session_id.is_empty() && line.session_id != self.session.id();
@@ -307,14 +315,16 @@ impl<'a> Server<'a> {
                 self.session.id(),
                 line.session_id
             );
-            return self.refuse(&rid, "session_mismatch", &message).await;
+            return self
+                .refuse(&rid, ErrorCode::SessionMismatch, &message)
+                .await;
         }
         self.bound = true;
         match line.request {
             Some(Request::Submit(submit)) => {
                 if submit.prompt.trim().is_empty() {
                     return self
-                        .refuse(&rid, "empty_prompt", "the prompt is empty")
+                        .refuse(&rid, ErrorCode::EmptyPrompt, "the prompt is empty")
                         .await;
                 }
                 if let Some(run) = &self.active {
@@ -322,7 +332,7 @@ impl<'a> Server<'a> {
                         "request {:?} is still running; wait for its done",
                         run.request_id()
                     );
-                    return self.refuse(&rid, "session_busy", &message).await;
+                    return self.refuse(&rid, ErrorCode::SessionBusy, &message).await;
                 }
                 let request = RunRequest {
                     request_id: rid,
@@ -341,18 +351,18 @@ impl<'a> Server<'a> {
                     return self
                         .refuse(
                             &rid,
-                            "no_active_request",
+                            ErrorCode::NoActiveRequest,
                             "there is no running submit to cancel",
                         )
                         .await;
                 }
-                self.session.emit_done(&rid, done_status::OK).await;
+                self.session.emit_done(&rid, DoneStatus::Ok).await;
                 self.stop_active().await;
                 Next::Continue
             }
             Some(Request::Snapshot(_)) => {
                 self.session.emit_snapshot(&rid).await;
-                self.session.emit_done(&rid, done_status::OK).await;
+                self.session.emit_done(&rid, DoneStatus::Ok).await;
                 Next::Continue
             }
             Some(Request::ToolResult(answer)) => {
@@ -369,24 +379,26 @@ impl<'a> Server<'a> {
                         "no client tool call {:?} is waiting for a result",
                         answer.tool_call_id
                     );
-                    return self.refuse(&rid, "unknown_tool_call", &message).await;
+                    return self
+                        .refuse(&rid, ErrorCode::UnknownToolCall, &message)
+                        .await;
                 }
-                self.session.emit_done(&rid, done_status::OK).await;
+                self.session.emit_done(&rid, DoneStatus::Ok).await;
                 Next::Continue
             }
             Some(Request::Shutdown(_)) => Next::Drain(Some(rid)),
             None => {
                 let message = "the request names no known kind (submit, cancel, snapshot, \
                                tool_result, shutdown)";
-                self.refuse(&rid, "unknown_request", message).await
+                self.refuse(&rid, ErrorCode::UnknownRequest, message).await
             }
         }
     }
 
     /// Answers a request that cannot be taken: a non-terminal error and done `failed`.
-    async fn refuse(&mut self, rid: &Arc<str>, code: &str, message: &str) -> Next {
+    async fn refuse(&mut self, rid: &Arc<str>, code: ErrorCode, message: &str) -> Next {
         self.session.emit_error(rid, code, message, false).await;
-        self.session.emit_done(rid, done_status::FAILED).await;
+        self.session.emit_done(rid, DoneStatus::Failed).await;
         Next::Continue
     }
 }

@@ -23,18 +23,8 @@ use crate::{
     store::SessionState,
     timeline::TimelineProjection,
     usage::UsageProjection,
+    vocabulary::{DoneStatus, ErrorCode, FinishClass, RunStatus, ToolCallStatus, ToolResultStatus},
 };
-
-/// The error code of a durable sink's failure (the timeline or turns database).
-pub const STORAGE_FAILED: &str = "storage_failed";
-
-/// `done.status` values.
-pub mod done_status {
-    pub const OK: &str = "ok";
-    pub const FAILED: &str = "failed";
-    pub const STOPPED: &str = "stopped";
-    pub const SHUTDOWN: &str = "shutdown";
-}
 
 /// One conversation: its log, the projections of that log, and the sinks that follow it.
 pub struct Session {
@@ -97,7 +87,7 @@ impl Session {
         if run.call_open {
             let finished = ChatProviderCallFinished {
                 stop_reason: "interrupted".into(),
-                finish_class: "error".into(),
+                finish_class: FinishClass::Error.into(),
                 correlation: run.correlation.clone(),
                 ..Default::default()
             };
@@ -110,7 +100,7 @@ impl Session {
                 tool_call_id: call.tool_call_id.clone(),
                 tool_name: call.tool_name.clone(),
                 result: "interrupted: the process ended before the tool call finished".into(),
-                status: "error".into(),
+                status: ToolResultStatus::Error.into(),
                 correlation: call.correlation.clone(),
                 is_error: true,
             };
@@ -119,14 +109,14 @@ impl Session {
                 message_id: call.message_id,
                 tool_call_id: call.tool_call_id,
                 tool_name: call.tool_name,
-                status: "interrupted".into(),
+                status: ToolCallStatus::Interrupted.into(),
                 correlation: call.correlation,
             };
             self.append(request_id, finished).await;
         }
         let failed = ChatRunFailed {
             message_id: new_id(),
-            status: "failed".into(),
+            status: RunStatus::Failed.into(),
             error: "interrupted: the process ended before the run did".into(),
             correlation: run.correlation,
             duration_ms: 0,
@@ -227,7 +217,7 @@ impl Session {
     pub async fn emit_error(
         &mut self,
         request_id: &Arc<str>,
-        code: &str,
+        code: ErrorCode,
         message: &str,
         terminal: bool,
     ) {
@@ -244,11 +234,11 @@ impl Session {
     /// Ends a request. Done is written only once every durable sink has committed everything
     /// up to the newest ordinal, so a client that sees done knows it is on disk. When a durable
     /// sink has failed, the done is `failed` after a terminal `storage_failed` error.
-    pub async fn emit_done(&mut self, request_id: &Arc<str>, status: &str) {
+    pub async fn emit_done(&mut self, request_id: &Arc<str>, status: DoneStatus) {
         let mut status = status;
         if let Err(failure) = self.outputs.wait_committed(self.log.last_ordinal()).await {
             self.report_storage_failure(request_id, &failure).await;
-            status = done_status::FAILED;
+            status = DoneStatus::Failed;
         }
         let done = DoneFrame {
             status: status.into(),
@@ -267,7 +257,7 @@ impl Session {
             "{} failed; what came after the last done may not be stored: {}",
             failure.sink, failure.message
         );
-        self.emit_error(request_id, STORAGE_FAILED, &message, true)
+        self.emit_error(request_id, ErrorCode::StorageFailed, &message, true)
             .await;
     }
 

@@ -105,8 +105,8 @@ pub enum StoreError {
 pub struct Turn {
     pub session_id: String,
     pub run_id: String,
-    /// `finished`, `stopped` or `failed`.
-    pub status: String,
+    /// How the run ended.
+    pub status: crate::RunStatus,
     /// The run's last ordinal.
     pub last_ordinal: u64,
     /// Model calls the session had made by the end of the run.

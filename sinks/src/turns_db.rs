@@ -6,8 +6,8 @@
 //! ordinal it has dealt with, so a run's done also waits for its turn to be stored.
 
 use reel_engine::{
-    Acks, Durability, ModelContextProjection, OutputBatch, OutputKind, Projection, Sink, SinkError,
-    Turn, TurnStore,
+    Acks, Durability, ModelContextProjection, OutputBatch, OutputKind, Projection, RunStatus, Sink,
+    SinkError, Turn, TurnStore,
 };
 use reel_proto::{Any, chat::UsageInfo};
 use tokio::sync::mpsc;
@@ -42,11 +42,11 @@ impl<S: TurnStore> TurnsDbSink<S> {
         }
     }
 
-    async fn save(&mut self, status: &str, usage: Usages) -> Result<(), SinkError> {
+    async fn save(&mut self, status: RunStatus, usage: Usages) -> Result<(), SinkError> {
         let turn = Turn {
             session_id: self.session_id.clone(),
             run_id: std::mem::take(&mut self.run_id),
-            status: status.to_owned(),
+            status,
             last_ordinal: self.last_ordinal,
             model_calls: self.context.calls(),
             context: self.context.messages().to_vec(),
@@ -94,9 +94,13 @@ impl<S: TurnStore> Sink for TurnsDbSink<S> {
                             .unwrap_or_default();
                         None
                     }
-                    Any::ChatRunFinished(e) => Some(("finished", (e.usage, e.session_usage))),
-                    Any::ChatRunStopped(e) => Some(("stopped", (e.usage, e.session_usage))),
-                    Any::ChatRunFailed(e) => Some(("failed", (e.usage, e.session_usage))),
+                    Any::ChatRunFinished(e) => {
+                        Some((RunStatus::Finished, (e.usage, e.session_usage)))
+                    }
+                    Any::ChatRunStopped(e) => {
+                        Some((RunStatus::Stopped, (e.usage, e.session_usage)))
+                    }
+                    Any::ChatRunFailed(e) => Some((RunStatus::Failed, (e.usage, e.session_usage))),
                     _ => None,
                 };
                 if let Some((status, usage)) = ended {

@@ -15,7 +15,7 @@
 use std::str::FromStr;
 
 use reel_engine::{
-    Commit, LogEntry, LogStore, SessionCatalog, SessionState, StoreError, run_tally,
+    Commit, LogEntry, LogStore, RunStatus, SessionCatalog, SessionState, StoreError, run_tally,
 };
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{Connection, PgConnection, Row, postgres::PgConnectOptions};
@@ -390,7 +390,7 @@ impl LogStore for PostgresStore {
             .bind(commit.title.as_deref())
             .bind(session_id)
             .bind(to_i64(runs))
-            .bind(status)
+            .bind(status.map(RunStatus::as_str))
             .execute(&mut *tx)
             .await
             .map_err(db)?;

@@ -5,7 +5,7 @@ use sqlx::Row;
 
 use crate::{
     PostgresStore,
-    rows::{context_from, context_json, now_ms, to_i64, usage_columns, usage_from},
+    rows::{context_from, context_json, now_ms, run_status, to_i64, usage_columns, usage_from},
 };
 
 #[async_trait::async_trait]
@@ -24,7 +24,7 @@ impl TurnStore for PostgresStore {
         )
         .bind(&turn.session_id)
         .bind(&turn.run_id)
-        .bind(&turn.status)
+        .bind(turn.status.as_str())
         .bind(to_i64(turn.last_ordinal))
         .bind(to_i64(turn.model_calls))
         .bind(context_json(&turn.context)?)
@@ -57,7 +57,7 @@ impl TurnStore for PostgresStore {
             Ok(Turn {
                 session_id: session_id.to_owned(),
                 context: context_from(session_id, &run_id, row.get(4))?,
-                status: row.get(1),
+                status: run_status(session_id, &run_id, row.get(1))?,
                 last_ordinal: row.get::<i64, _>(2) as u64,
                 model_calls: row.get::<i64, _>(3) as u64,
                 usage: usage_from(row.get(5), row.get(6), row.get(7), row.get(8)),

@@ -1,6 +1,6 @@
 //! How events, entities and snapshots become column values, and back, in every backend.
 
-use reel_engine::{ContextMessage, LogEntry, SessionState, StoreError};
+use reel_engine::{ContextMessage, LogEntry, RunStatus, SessionState, StoreError};
 use reel_proto::{Any, chat::UsageInfo, json, rpc::SnapshotEntity};
 
 /// An event's payload as canonical protobuf JSON ("@type" first).
@@ -84,6 +84,15 @@ pub fn now_ms() -> i64 {
 
 pub fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A stored turn's status, decoded.
+pub fn run_status(session_id: &str, run_id: &str, text: &str) -> Result<RunStatus, StoreError> {
+    RunStatus::parse(text).ok_or_else(|| {
+        StoreError::Damaged(format!(
+            "turn {run_id:?} of session {session_id:?} has the status {text:?}, which is none of reel's"
+        ))
+    })
 }
 
 /// A turn's conversation as JSON.

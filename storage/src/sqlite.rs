@@ -15,7 +15,7 @@ use std::{
 };
 
 use reel_engine::{
-    Commit, LogEntry, LogStore, SessionCatalog, SessionState, StoreError, run_tally,
+    Commit, LogEntry, LogStore, RunStatus, SessionCatalog, SessionState, StoreError, run_tally,
 };
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{
@@ -425,7 +425,7 @@ impl LogStore for SqliteStore {
                 .bind(commit.entities_ordinal.map(to_i64))
                 .bind(commit.title.as_deref())
                 .bind(to_i64(runs))
-                .bind(status)
+                .bind(status.map(RunStatus::as_str))
                 .bind(&session_id)
                 .execute(&mut *conn)
                 .await

@@ -16,7 +16,7 @@ use std::{
 };
 
 use reel_engine::{
-    Fanout, LogStore, Repeat, Script, ScriptedProvider, Session, SessionState, Step, done_status,
+    DoneStatus, Fanout, LogStore, Repeat, Script, ScriptedProvider, Session, SessionState, Step,
     new_id,
 };
 use reel_sinks::TimelineDbSink;
@@ -226,7 +226,7 @@ pub(super) async fn store_reply(
     let rid: Arc<str> = Arc::from("");
     let started = Instant::now();
     super::run_prompt(&mut session, &provider).await;
-    session.emit_done(&rid, done_status::OK).await;
+    session.emit_done(&rid, DoneStatus::Ok).await;
     let seconds = started.elapsed().as_secs_f64();
     let events = session.log().last_ordinal();
     let failed = session.storage_failed();

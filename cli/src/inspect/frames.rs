@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use reel_engine::DoneStatus;
 use reel_proto::{
     json,
     rpc::{self, DoneFrame, HelloFrame, RpcLine, SnapshotFrame, UiEventFrame, rpc_line::Frame},
@@ -41,7 +42,7 @@ impl<W: Write> FrameWriter<W> {
         self.write(Frame::UiEvent(event))
     }
 
-    pub fn done(&mut self, status: &str) -> std::io::Result<()> {
+    pub fn done(&mut self, status: DoneStatus) -> std::io::Result<()> {
         self.write(Frame::Done(DoneFrame {
             status: status.into(),
         }))

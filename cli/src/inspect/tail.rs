@@ -14,7 +14,7 @@
 
 use std::{io::IsTerminal, time::Duration};
 
-use reel_engine::{Projection, SessionCatalog, TimelineProjection};
+use reel_engine::{DoneStatus, Projection, SessionCatalog, TimelineProjection};
 use reel_proto::rpc::UiEventFrame;
 use reel_storage::{Location, NOTIFY_CHANNEL, TimelineStore};
 use sqlx::postgres::PgListener;
@@ -64,10 +64,10 @@ impl Printer {
         }
     }
 
-    fn end(&mut self, timeline: &TimelineProjection, status: &str) -> std::io::Result<()> {
+    fn end(&mut self, timeline: &TimelineProjection, status: DoneStatus) -> std::io::Result<()> {
         match self {
             Printer::Frames(frames) => {
-                if status == "ok" {
+                if status == DoneStatus::Ok {
                     frames.snapshot(timeline.snapshot())?;
                 }
                 frames.done(status)?;
@@ -164,11 +164,11 @@ pub async fn run(args: TailArgs) -> Result<(), String> {
             }
         };
         tokio::select! {
-            _ = &mut interrupted => return printer.end(&timeline, "stopped").map_err(failed),
+            _ = &mut interrupted => return printer.end(&timeline, DoneStatus::Stopped).map_err(failed),
             () = wait => {}
         }
     }
-    printer.end(&timeline, "ok").map_err(failed)
+    printer.end(&timeline, DoneStatus::Ok).map_err(failed)
 }
 
 /// The database and the session, and its events so far; with `--wait`, once they exist.

@@ -4,6 +4,7 @@
 
 use std::io::Write;
 
+use reel_engine::DoneStatus;
 use reel_proto::{Any, rpc::UiEventFrame};
 
 use super::{
@@ -113,9 +114,9 @@ impl<W: Write> TextTail<W> {
     }
 
     /// The writer has gone.
-    pub fn done(&mut self, status: &str) -> std::io::Result<()> {
+    pub fn done(&mut self, status: DoneStatus) -> std::io::Result<()> {
         let text = match status {
-            "ok" => "── the session's writer has finished",
+            DoneStatus::Ok => "── the session's writer has finished",
             _ => "── stopped following",
         };
         self.line(&self.paint.dim(text))

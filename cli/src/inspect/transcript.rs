@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use reel_engine::LogEntry;
+use reel_engine::{LogEntry, RunStatus, ToolCallStatus};
 use reel_proto::{Any, chat::UsageInfo};
 
 /// The whole session, up to the last ordinal folded in.
@@ -132,7 +132,7 @@ impl Transcript {
                 let tool = ToolView {
                     tool_call_id: t.tool_call_id.clone(),
                     name: t.tool_name.clone(),
-                    status: "streaming_args".into(),
+                    status: ToolCallStatus::StreamingArgs.into(),
                     ..ToolView::default()
                 };
                 self.open(&t.message_id, Block::Tool(tool));
@@ -150,12 +150,12 @@ impl Transcript {
                     tool.tool_call_id.clone_from(&t.tool_call_id);
                     tool.name.clone_from(&t.tool_name);
                     tool.input.clone_from(&t.input);
-                    tool.status = "pending".into();
+                    tool.status = ToolCallStatus::Pending.into();
                 }
             }
             Any::ChatToolExecutionStarted(t) => {
                 if let Some(Block::Tool(tool)) = self.block(&t.message_id) {
-                    tool.status = "executing".into();
+                    tool.status = ToolCallStatus::Executing.into();
                 }
             }
             Any::ChatToolResultReady(r) => self.result(&r.tool_call_id, &r.result, r.is_error),
@@ -174,11 +174,23 @@ impl Transcript {
                 }
             }
             Any::ChatRunFinished(e) => self.end(&e.status, &e.error, e.duration_ms, e.usage, false),
-            Any::ChatRunStopped(e) => self.end("stopped", &e.error, e.duration_ms, e.usage, false),
+            Any::ChatRunStopped(e) => self.end(
+                RunStatus::Stopped.as_str(),
+                &e.error,
+                e.duration_ms,
+                e.usage,
+                false,
+            ),
             Any::ChatRunFailed(e) => {
                 // Logs written before the flag existed say so in the error's first word.
                 let interrupted = e.interrupted || e.error.starts_with("interrupted:");
-                self.end("failed", &e.error, e.duration_ms, e.usage, interrupted)
+                self.end(
+                    RunStatus::Failed.as_str(),
+                    &e.error,
+                    e.duration_ms,
+                    e.usage,
+                    interrupted,
+                )
             }
             _ => {}
         }

@@ -1,7 +1,7 @@
 //! Turns one line of stdin into a request, or says exactly why it cannot be one: under the
 //! line's request id whenever one can be read ([`find_request_id`]), whatever else is wrong.
 
-use reel_engine::{Incoming, check_request_id};
+use reel_engine::{ErrorCode, Incoming, check_request_id};
 use reel_proto::rpc::{self, RpcRequestLine};
 
 use super::request_id::find_request_id;
@@ -32,7 +32,7 @@ pub fn parse_line(line: &[u8]) -> Parsed {
                 "the line is not valid UTF-8 (bad byte at offset {})",
                 error.valid_up_to()
             );
-            return reject(request_id, "invalid_request_json", message);
+            return reject(request_id, ErrorCode::InvalidRequestJson, message);
         }
     };
     match serde_json::from_str::<RpcRequestLine>(text) {
@@ -54,7 +54,7 @@ pub fn too_large(bytes: u64, limit: usize, prefix: &[u8]) -> Incoming {
     };
     Incoming::Rejected {
         request_id,
-        code: "request_too_large",
+        code: ErrorCode::RequestTooLarge,
         message: format!("a request line of {bytes} bytes was skipped; the limit is {limit} bytes"),
     }
 }
@@ -65,20 +65,20 @@ fn checked_id(id: String) -> Result<String, Incoming> {
         Ok(()) => Ok(id),
         Err(error) => Err(Incoming::Rejected {
             request_id: None,
-            code: "invalid_request_id",
+            code: ErrorCode::InvalidRequestId,
             message: error.to_string(),
         }),
     }
 }
 
 /// Why a JSON text is not a request, in words that point at the problem.
-fn explain(text: &str, error: &serde_json::Error) -> (&'static str, String) {
+fn explain(text: &str, error: &serde_json::Error) -> (ErrorCode, String) {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
-        return ("invalid_request_json", format!("not JSON: {error}"));
+        return (ErrorCode::InvalidRequestJson, format!("not JSON: {error}"));
     };
     if !value.is_object() {
         return (
-            "invalid_request_json",
+            ErrorCode::InvalidRequestJson,
             "not an RpcRequestLine: a request is a JSON object".into(),
         );
     }
@@ -86,7 +86,7 @@ fn explain(text: &str, error: &serde_json::Error) -> (&'static str, String) {
         && !is_protocol_version(version)
     {
         return (
-            "unsupported_version",
+            ErrorCode::UnsupportedVersion,
             format!(
                 "\"version\" must be a whole number from 0 to {} (this server speaks version {}); got {version}",
                 u32::MAX,
@@ -95,7 +95,7 @@ fn explain(text: &str, error: &serde_json::Error) -> (&'static str, String) {
         );
     }
     (
-        "invalid_request_json",
+        ErrorCode::InvalidRequestJson,
         format!("not an RpcRequestLine: {error}"),
     )
 }
@@ -109,7 +109,7 @@ fn is_protocol_version(value: &serde_json::Value) -> bool {
     }
 }
 
-fn reject(request_id: Option<String>, code: &'static str, message: String) -> Parsed {
+fn reject(request_id: Option<String>, code: ErrorCode, message: String) -> Parsed {
     Parsed::Rejected(Incoming::Rejected {
         request_id,
         code,
@@ -121,7 +121,7 @@ fn reject(request_id: Option<String>, code: &'static str, message: String) -> Pa
 mod tests {
     use super::*;
 
-    fn rejected(line: &[u8]) -> (Option<String>, &'static str, String) {
+    fn rejected(line: &[u8]) -> (Option<String>, ErrorCode, String) {
         match parse_line(line) {
             Parsed::Rejected(Incoming::Rejected {
                 request_id,
@@ -135,13 +135,22 @@ mod tests {
     #[test]
     fn errors_say_what_is_wrong_under_the_lines_id() {
         let (id, code, message) = rejected(br#"{"version":99999999999,"requestId":"v"}"#);
-        assert_eq!((id.as_deref(), code), (Some("v"), "unsupported_version"));
+        assert_eq!(
+            (id.as_deref(), code),
+            (Some("v"), ErrorCode::UnsupportedVersion)
+        );
         assert!(message.contains("whole number"), "{message}");
         assert!(!message.contains("untagged"), "{message}");
         let (id, code, _) = rejected(b"{\"requestId\":\"u\",\"submit\":{\"prompt\":\"\xff\"}}");
-        assert_eq!((id.as_deref(), code), (Some("u"), "invalid_request_json"));
+        assert_eq!(
+            (id.as_deref(), code),
+            (Some("u"), ErrorCode::InvalidRequestJson)
+        );
         let (id, code, message) = rejected(br#"{"requestId":"j"} junk"#);
-        assert_eq!((id.as_deref(), code), (Some("j"), "invalid_request_json"));
+        assert_eq!(
+            (id.as_deref(), code),
+            (Some("j"), ErrorCode::InvalidRequestJson)
+        );
         assert!(message.contains("not JSON"), "{message}");
     }
 
@@ -150,7 +159,7 @@ mod tests {
         let long = "r".repeat(1 << 20);
         let line = format!(r#"{{"requestId":"{long}","snapshot":{{}}}}"#);
         let (id, code, message) = rejected(line.as_bytes());
-        assert_eq!((id, code), (None, "invalid_request_id"));
+        assert_eq!((id, code), (None, ErrorCode::InvalidRequestId));
         assert!(message.len() < 200, "{}", message.len());
     }
 }

@@ -26,8 +26,9 @@ use crate::{
     fanout::SinkFailure,
     id::new_id,
     provider::{ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream},
-    session::{STORAGE_FAILED, Session, done_status},
+    session::Session,
     tools::{ToolChoice, ToolOutput, Toolbox},
+    vocabulary::{DoneStatus, ErrorCode, FinishClass, MessageStatus, RunStatus, ToolCallStatus},
 };
 
 /// Everything a run needs.
@@ -60,7 +61,7 @@ pub enum RunOutcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunFailure {
     /// `run_failed`, or `internal_error` when the provider crashed.
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
 }
 
@@ -68,7 +69,7 @@ impl RunFailure {
     /// The durable store failed: the run stops before its next side effect.
     pub fn storage(failure: &SinkFailure) -> Self {
         Self {
-            code: STORAGE_FAILED,
+            code: ErrorCode::StorageFailed,
             message: format!(
                 "{} failed, so the run stopped before its next model call or tool: {}",
                 failure.sink, failure.message
@@ -79,13 +80,13 @@ impl RunFailure {
     /// Whether this is the durable store's failure (reported once, as a terminal error, by
     /// the request's done).
     pub fn is_storage(&self) -> bool {
-        self.code == STORAGE_FAILED
+        self.code == ErrorCode::StorageFailed
     }
 
     fn from_provider(error: &ProviderError) -> Self {
         let code = match error {
-            ProviderError::Crashed(_) => "internal_error",
-            _ => "run_failed",
+            ProviderError::Crashed(_) => ErrorCode::InternalError,
+            _ => ErrorCode::RunFailed,
         };
         Self {
             code,
@@ -96,19 +97,19 @@ impl RunFailure {
 
 impl RunOutcome {
     /// The `done.status` that reports this outcome.
-    pub fn done_status(&self) -> &'static str {
+    pub fn done_status(&self) -> DoneStatus {
         match self {
-            RunOutcome::Finished | RunOutcome::IterationLimit { .. } => done_status::OK,
-            RunOutcome::Stopped => done_status::STOPPED,
-            RunOutcome::Failed(_) => done_status::FAILED,
+            RunOutcome::Finished | RunOutcome::IterationLimit { .. } => DoneStatus::Ok,
+            RunOutcome::Stopped => DoneStatus::Stopped,
+            RunOutcome::Failed(_) => DoneStatus::Failed,
         }
     }
 
     /// The warning a finished run carries: its error frame (non-terminal) says it.
-    pub fn warning(&self) -> Option<(&'static str, String)> {
+    pub fn warning(&self) -> Option<(ErrorCode, String)> {
         match self {
             RunOutcome::IterationLimit { limit } => Some((
-                "max_iterations_reached",
+                ErrorCode::MaxIterationsReached,
                 format!(
                     "the model still asked for tools after {limit} model calls; those calls were \
                      not run (raise --max-iterations to allow more)"
@@ -297,7 +298,7 @@ impl Session {
                 role: "user".into(),
                 prompt: request.prompt.clone(),
                 text: request.prompt.clone(),
-                status: "accepted".into(),
+                status: MessageStatus::Accepted.into(),
                 ..Default::default()
             },
         )
@@ -349,16 +350,16 @@ impl Session {
             }
             RunEvent::Blocked(failure) => {
                 if run.call.open {
-                    self.finish_call(&rid, &mut run.call, "error", "error")
+                    self.finish_call(&rid, &mut run.call, "error", FinishClass::Error)
                         .await;
                 }
                 RunOutcome::Failed(failure)
             }
             RunEvent::Model(Some(Ok(ProviderEvent::Finished { stop_reason }))) => {
                 let class = if run.call.requested.is_empty() {
-                    "completed"
+                    FinishClass::Completed
                 } else {
-                    "tool_calls"
+                    FinishClass::ToolCalls
                 };
                 self.finish_call(&rid, &mut run.call, &stop_reason, class)
                     .await;
@@ -375,8 +376,13 @@ impl Session {
                         "not run: this run reached its limit of {limit} model calls (max iterations)"
                     );
                     for call in requested {
-                        self.answer_tool(&rid, call, ToolOutput::error(why.clone()), "skipped")
-                            .await;
+                        self.answer_tool(
+                            &rid,
+                            call,
+                            ToolOutput::error(why.clone()),
+                            ToolCallStatus::Skipped,
+                        )
+                        .await;
                     }
                     RunOutcome::IterationLimit { limit }
                 } else {
@@ -389,15 +395,15 @@ impl Session {
                 return None;
             }
             RunEvent::Model(Some(Err(error))) => {
-                self.finish_call(&rid, &mut run.call, "error", "error")
+                self.finish_call(&rid, &mut run.call, "error", FinishClass::Error)
                     .await;
                 RunOutcome::Failed(RunFailure::from_provider(&error))
             }
             RunEvent::Model(None) => {
-                self.finish_call(&rid, &mut run.call, "error", "error")
+                self.finish_call(&rid, &mut run.call, "error", FinishClass::Error)
                     .await;
                 RunOutcome::Failed(RunFailure {
-                    code: "run_failed",
+                    code: ErrorCode::RunFailed,
                     message: "the model's reply ended before it was complete".into(),
                 })
             }
@@ -412,7 +418,7 @@ impl Session {
         drop(std::mem::replace(&mut run.phase, Phase::Idle));
         if run.call.open {
             let rid = Arc::clone(&run.request_id);
-            self.finish_call(&rid, &mut run.call, "error", "error")
+            self.finish_call(&rid, &mut run.call, "error", FinishClass::Error)
                 .await;
         }
         let outcome = RunOutcome::Failed(failure);
@@ -427,7 +433,7 @@ impl Session {
         drop(std::mem::replace(&mut run.phase, Phase::Idle));
         if run.call.open {
             let rid = Arc::clone(&run.request_id);
-            self.finish_call(&rid, &mut run.call, "cancelled", "cancelled")
+            self.finish_call(&rid, &mut run.call, "cancelled", FinishClass::Cancelled)
                 .await;
         }
         self.end_run(run, &RunOutcome::Stopped).await;
@@ -484,8 +490,8 @@ impl Session {
         match outcome {
             RunOutcome::Finished | RunOutcome::IterationLimit { .. } => {
                 let (status, error) = match outcome.warning() {
-                    Some((code, message)) => (code.to_owned(), message),
-                    None => ("finished".to_owned(), String::new()),
+                    Some((code, message)) => (code.into(), message),
+                    None => (RunStatus::Finished.into(), String::new()),
                 };
                 let event = ChatRunFinished {
                     message_id,
@@ -499,7 +505,7 @@ impl Session {
                 self.append(&rid, event).await
             }
             RunOutcome::Stopped => {
-                let (status, error) = ("stopped".into(), "cancelled".into());
+                let (status, error) = (RunStatus::Stopped.into(), "cancelled".into());
                 let event = ChatRunStopped {
                     message_id,
                     status,
@@ -514,7 +520,7 @@ impl Session {
             RunOutcome::Failed(failure) => {
                 let event = ChatRunFailed {
                     message_id: new_id(),
-                    status: "failed".into(),
+                    status: RunStatus::Failed.into(),
                     error: failure.message.clone(),
                     correlation,
                     duration_ms,

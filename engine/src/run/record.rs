@@ -10,7 +10,13 @@ use reel_proto::chat::{
     ChatToolArgumentsDelta, ChatToolCallRequested, ChatToolCallStarted, CorrelationInfo, UsageInfo,
 };
 
-use crate::{id::new_id, provider::ProviderEvent, session::Session, usage::Pricing};
+use crate::{
+    id::new_id,
+    provider::ProviderEvent,
+    session::Session,
+    usage::Pricing,
+    vocabulary::{FinishClass, MessageStatus, ToolCallStatus, WarningCode},
+};
 
 /// Ids and totals of the model call in progress.
 pub(super) struct CallState {
@@ -96,7 +102,7 @@ impl Session {
                         let started = ChatTextSegmentStarted {
                             message_id: id.clone(),
                             role: "assistant".into(),
-                            status: "streaming".into(),
+                            status: MessageStatus::Streaming.into(),
                             streaming: true,
                             correlation: Some(CorrelationInfo {
                                 segment_id: id.clone(),
@@ -120,7 +126,7 @@ impl Session {
                         let started = ChatReasoningSegmentStarted {
                             message_id: id.clone(),
                             role: "thinking".into(),
-                            status: "streaming".into(),
+                            status: MessageStatus::Streaming.into(),
                             streaming: true,
                             correlation: Some(CorrelationInfo {
                                 segment_id: id.clone(),
@@ -166,7 +172,7 @@ impl Session {
                 let started = ChatToolCallStarted {
                     message_id,
                     tool_name: name,
-                    status: "streaming_args".into(),
+                    status: ToolCallStatus::StreamingArgs.into(),
                     correlation: Some(CorrelationInfo {
                         tool_call_id: id.clone(),
                         ..call.correlation.clone()
@@ -212,7 +218,7 @@ impl Session {
                     message_id,
                     tool_name: name,
                     input: arguments,
-                    status: "pending".into(),
+                    status: ToolCallStatus::Pending.into(),
                     correlation: Some(correlation),
                     tool_call_id: id,
                     ..Default::default()
@@ -255,7 +261,7 @@ impl Session {
                        a small model may need tool_call_prefill and stop (see README, Model providers)";
         tracing::warn!("{message}");
         let warning = ChatRunWarning {
-            code: "required_tool_call_missing".into(),
+            code: WarningCode::RequiredToolCallMissing.into(),
             message: message.into(),
             correlation: Some(call.correlation.clone()),
         };
@@ -267,12 +273,12 @@ impl Session {
         rid: &Arc<str>,
         call: &mut CallState,
         stop_reason: &str,
-        finish_class: &str,
+        finish_class: FinishClass,
     ) {
         call.open = false;
         let finished = ChatProviderCallFinished {
             stop_reason: stop_reason.to_owned(),
-            finish_class: finish_class.to_owned(),
+            finish_class: finish_class.into(),
             usage: call.usage,
             duration_ms: call.started.elapsed().as_millis() as u64,
             has_tool_calls: !call.tool_calls.is_empty(),

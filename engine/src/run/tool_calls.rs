@@ -17,6 +17,7 @@ use crate::{
     id::new_id,
     session::Session,
     tools::{Execution, ToolOutput},
+    vocabulary::{ToolCallStatus, ToolResultStatus},
 };
 
 impl Session {
@@ -32,8 +33,8 @@ impl Session {
         for call in requested {
             let execution = tools.execute(&call.name, &call.arguments, run.tool_client);
             let status = match execution {
-                Execution::Client(_) => "awaiting_client",
-                _ => "executing",
+                Execution::Client(_) => ToolCallStatus::AwaitingClient,
+                _ => ToolCallStatus::Executing,
             };
             let started = ChatToolExecutionStarted {
                 message_id: call.message_id.clone(),
@@ -84,9 +85,9 @@ impl Session {
             return;
         };
         let status = if done.output.is_error {
-            "failed"
+            ToolCallStatus::Failed
         } else {
-            "completed"
+            ToolCallStatus::Completed
         };
         let rid = Arc::clone(&run.request_id);
         self.answer_tool(&rid, call, done.output, status).await;
@@ -103,14 +104,19 @@ impl Session {
         rid: &Arc<str>,
         call: RequestedTool,
         output: ToolOutput,
-        status: &str,
+        status: ToolCallStatus,
     ) {
         let ready = ChatToolResultReady {
             message_id: new_id(),
             tool_call_id: call.tool_call_id.clone(),
             tool_name: call.name.clone(),
             result: output.result,
-            status: if output.is_error { "error" } else { "ok" }.into(),
+            status: if output.is_error {
+                ToolResultStatus::Error
+            } else {
+                ToolResultStatus::Ok
+            }
+            .into(),
             correlation: Some(call.correlation.clone()),
             is_error: output.is_error,
         };
@@ -128,11 +134,12 @@ impl Session {
     /// Gives every tool call of the run still without a result an error result saying why.
     pub(super) async fn close_unanswered(&mut self, run: &mut ActiveRun<'_>, outcome: &RunOutcome) {
         let (status, why) = match outcome {
-            RunOutcome::Stopped => ("cancelled", "cancelled: the run was stopped"),
-            RunOutcome::Failed(failure) if failure.is_storage() => {
-                ("skipped", "not run: the session's database failed")
-            }
-            _ => ("skipped", "not run: the model call failed"),
+            RunOutcome::Stopped => (ToolCallStatus::Cancelled, "cancelled: the run was stopped"),
+            RunOutcome::Failed(failure) if failure.is_storage() => (
+                ToolCallStatus::Skipped,
+                "not run: the session's database failed",
+            ),
+            _ => (ToolCallStatus::Skipped, "not run: the model call failed"),
         };
         let rid = Arc::clone(&run.request_id);
         let unanswered: Vec<RequestedTool> = std::mem::take(&mut run.call.requested)

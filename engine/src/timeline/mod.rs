@@ -18,7 +18,11 @@ use reel_proto::{
     rpc::{SnapshotEntity, SnapshotFrame, UiEventFrame},
 };
 
-use crate::{log::LogEntry, projection::Projection};
+use crate::{
+    log::LogEntry,
+    projection::Projection,
+    vocabulary::{FinishClass, MessageStatus, ToolCallStatus},
+};
 
 mod segments;
 
@@ -85,8 +89,12 @@ impl TimelineProjection {
             .filter_map(|e| match &e.payload {
                 Some(Any::ToolCallEntity(call))
                     if matches!(
-                        call.status.as_str(),
-                        "pending" | "executing" | "awaiting_client"
+                        ToolCallStatus::parse(&call.status),
+                        Some(
+                            ToolCallStatus::Pending
+                                | ToolCallStatus::Executing
+                                | ToolCallStatus::AwaitingClient
+                        )
                     ) =>
                 {
                     Some((**call).clone())
@@ -204,7 +212,7 @@ impl Projection for TimelineProjection {
                     tool_call_id: t.tool_call_id.clone(),
                     tool_name: t.tool_name.clone(),
                     input: t.input.clone(),
-                    status: "streaming_args".into(),
+                    status: ToolCallStatus::StreamingArgs.into(),
                     correlation: t.correlation.clone().or_else(|| self.call.clone()),
                     ..Default::default()
                 };
@@ -238,14 +246,14 @@ impl Projection for TimelineProjection {
                 }
                 self.update_tool_call(&t.message_id, entry.ordinal, |call| {
                     call.input.clone_from(&t.input);
-                    call.status = "pending".into();
+                    call.status = ToolCallStatus::Pending.into();
                 });
                 out.push(&entry.event);
             }
             Any::ChatToolExecutionStarted(t) => {
                 // "executing", or "awaiting_client" while a client tool waits for its answer.
                 let status = if t.status.is_empty() {
-                    "executing".to_owned()
+                    ToolCallStatus::Executing.into()
                 } else {
                     t.status.clone()
                 };
@@ -272,7 +280,7 @@ impl Projection for TimelineProjection {
             }
             Any::ChatToolCallFinished(f) => {
                 let status = if f.status.is_empty() {
-                    "completed".to_owned()
+                    ToolCallStatus::Completed.into()
                 } else {
                     f.status.clone()
                 };
@@ -280,10 +288,10 @@ impl Projection for TimelineProjection {
                 out.push(&entry.event);
             }
             Any::ChatProviderCallFinished(f) => {
-                let status = match f.finish_class.as_str() {
-                    "cancelled" => "stopped",
-                    "error" => "failed",
-                    _ => "finished",
+                let status = match FinishClass::parse(&f.finish_class) {
+                    Some(FinishClass::Cancelled) => MessageStatus::Stopped,
+                    Some(FinishClass::Error) => MessageStatus::Failed,
+                    _ => MessageStatus::Finished,
                 };
                 self.finish_all_streams(&mut out, status, &f.stop_reason);
                 self.call = None;
@@ -293,26 +301,26 @@ impl Projection for TimelineProjection {
                 out.push(&entry.event);
             }
             Any::ChatRunFinished(_) => {
-                self.finish_all_streams(&mut out, "finished", "");
+                self.finish_all_streams(&mut out, MessageStatus::Finished, "");
                 self.call = None;
                 self.open_run = None;
                 out.push(&entry.event);
             }
             Any::ChatRunStopped(_) => {
-                self.finish_all_streams(&mut out, "stopped", "cancelled");
+                self.finish_all_streams(&mut out, MessageStatus::Stopped, "cancelled");
                 self.call = None;
                 self.open_run = None;
                 out.push(&entry.event);
             }
             Any::ChatRunFailed(f) => {
-                self.finish_all_streams(&mut out, "failed", "error");
+                self.finish_all_streams(&mut out, MessageStatus::Failed, "error");
                 self.call = None;
                 self.open_run = None;
                 let entity = ChatMessageEntity {
                     message_id: f.message_id.clone(),
                     role: "error".into(),
                     text: f.error.clone(),
-                    status: "failed".into(),
+                    status: MessageStatus::Failed.into(),
                     error: f.error.clone(),
                     r#final: true,
                     correlation: f.correlation.clone(),

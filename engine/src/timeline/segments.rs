@@ -13,6 +13,7 @@ use reel_proto::{
 };
 
 use super::{KIND_MESSAGE, TimelineProjection, UiEvents};
+use crate::vocabulary::{MessageStatus, ToolCallStatus};
 
 /// What an open stream is producing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -48,7 +49,7 @@ impl ProseStart {
         let (message_id, role, status) = (
             self.message_id.clone(),
             self.role.clone(),
-            "streaming".to_owned(),
+            MessageStatus::Streaming.into(),
         );
         let correlation = self.correlation.clone();
         match self.kind {
@@ -102,7 +103,7 @@ impl TimelineProjection {
 
     /// Opens a text or reasoning segment: open prose segments end, a streaming message begins.
     pub(super) fn start_prose(&mut self, out: &mut UiEvents, start: ProseStart) {
-        self.finish_prose_streams(out, "finished", "");
+        self.finish_prose_streams(out, MessageStatus::Finished, "");
         let segment_type = match start.kind {
             StreamKind::Reasoning => "reasoning",
             _ => "text",
@@ -111,7 +112,7 @@ impl TimelineProjection {
             message_id: start.message_id.clone(),
             role: start.role,
             prompt: start.prompt,
-            status: "streaming".into(),
+            status: MessageStatus::Streaming.into(),
             streaming: true,
             parent_message_id: start.parent_message_id,
             segment_type: segment_type.into(),
@@ -183,7 +184,7 @@ impl TimelineProjection {
                 offset,
                 text: text.to_owned(),
                 mode,
-                status: "streaming".into(),
+                status: MessageStatus::Streaming.into(),
                 parent_message_id: parent,
                 ..Default::default()
             }
@@ -195,7 +196,7 @@ impl TimelineProjection {
                 offset,
                 text: text.to_owned(),
                 mode,
-                status: "streaming".into(),
+                status: MessageStatus::Streaming.into(),
                 ..Default::default()
             }
             .into(),
@@ -219,7 +220,7 @@ impl TimelineProjection {
             offset,
             arguments: arguments.to_owned(),
             mode: ChatStreamPatchMode::Append as i32,
-            status: "streaming_args".into(),
+            status: ToolCallStatus::StreamingArgs.into(),
             ..Default::default()
         };
         if let Some(Any::ToolCallEntity(call)) = self.entity_mut(id, out.ordinal) {
@@ -234,7 +235,7 @@ impl TimelineProjection {
     pub(super) fn finish_prose_streams(
         &mut self,
         out: &mut UiEvents,
-        status: &str,
+        status: MessageStatus,
         finish_reason: &str,
     ) {
         let prose: Vec<String> = self
@@ -251,7 +252,7 @@ impl TimelineProjection {
     pub(super) fn finish_all_streams(
         &mut self,
         out: &mut UiEvents,
-        status: &str,
+        status: MessageStatus,
         finish_reason: &str,
     ) {
         let open: Vec<String> = self.streams.iter().map(|(id, _)| id.clone()).collect();
@@ -260,14 +261,20 @@ impl TimelineProjection {
         }
     }
 
-    fn finish_stream(&mut self, out: &mut UiEvents, id: &str, status: &str, finish_reason: &str) {
+    fn finish_stream(
+        &mut self,
+        out: &mut UiEvents,
+        id: &str,
+        status: MessageStatus,
+        finish_reason: &str,
+    ) {
         let Some(stream) = self.close_stream(id) else {
             return;
         };
         let ordinal = out.ordinal;
         let finished: Option<Any> = match self.entity_mut(id, ordinal) {
             Some(Any::ChatMessageEntity(m)) => {
-                m.status = status.to_owned();
+                m.status = status.into();
                 m.streaming = false;
                 m.r#final = true;
                 Some(match stream.kind {
@@ -275,7 +282,7 @@ impl TimelineProjection {
                         message_id: m.message_id.clone(),
                         role: m.role.clone(),
                         text: m.text.clone(),
-                        status: status.to_owned(),
+                        status: status.into(),
                         r#final: true,
                         finish_reason: finish_reason.to_owned(),
                         correlation: m.correlation.clone(),
@@ -288,7 +295,7 @@ impl TimelineProjection {
                         role: m.role.clone(),
                         prompt: m.prompt.clone(),
                         text: m.text.clone(),
-                        status: status.to_owned(),
+                        status: status.into(),
                         r#final: true,
                         finish_reason: finish_reason.to_owned(),
                         correlation: m.correlation.clone(),
@@ -299,7 +306,7 @@ impl TimelineProjection {
             }
             // A tool call whose arguments never completed.
             Some(Any::ToolCallEntity(call)) => {
-                call.status = status.to_owned();
+                call.status = status.into();
                 None
             }
             _ => None,

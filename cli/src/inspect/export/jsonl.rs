@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use reel_engine::{Projection, TimelineProjection};
+use reel_engine::{DoneStatus, Projection, TimelineProjection};
 
 use crate::inspect::{LogPages, frames::FrameWriter};
 
@@ -28,7 +28,7 @@ pub async fn write<W: Write>(
         })
         .await?;
     frames.snapshot(timeline.snapshot()).map_err(failed)?;
-    frames.done("ok").map_err(failed)?;
+    frames.done(DoneStatus::Ok).map_err(failed)?;
     frames.flush().map_err(failed)?;
     Ok(frames.into_inner())
 }

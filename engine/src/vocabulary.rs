@@ -1,0 +1,203 @@
+//! reel's closed vocabularies: the statuses and codes frames and payloads carry, as enums.
+//!
+//! The wire keeps strings (the payloads' `status` fields, `error.code`, `done.status`: the
+//! contract clients read), and these enums are the only place those strings are written, so a
+//! typo is a compile error instead of a value nobody matches. Each enum turns into its string
+//! with [`Into<String>`] (for payload fields) or `as_str`, and back with `parse`. A test checks
+//! that the README documents every value.
+
+/// Declares a string enum: `Name { Variant = "text", ... }`.
+macro_rules! vocabulary {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vdoc])* $variant),*
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            /// The value as the wire writes it.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),*
+                }
+            }
+
+            /// The value the wire string `text` names, if any.
+            pub fn parse(text: &str) -> Option<Self> {
+                match text {
+                    $($text => Some($name::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> String {
+                value.as_str().to_owned()
+            }
+        }
+    };
+}
+
+vocabulary! {
+    /// How a request ended: `done.status`.
+    DoneStatus {
+        Ok = "ok",
+        Failed = "failed",
+        Stopped = "stopped",
+        Shutdown = "shutdown",
+    }
+}
+
+vocabulary! {
+    /// What went wrong: `error.code`.
+    ErrorCode {
+        /// The command file, script, a database or the debug file could not be used.
+        RunnerInitFailed = "runner_init_failed",
+        /// The model call failed.
+        RunFailed = "run_failed",
+        /// The provider or reel itself crashed.
+        InternalError = "internal_error",
+        /// A durable sink (the timeline or turns database) failed.
+        StorageFailed = "storage_failed",
+        /// A best-effort output failed and was detached.
+        SinkFailed = "sink_failed",
+        /// A warning: the run made as many model calls as it may.
+        MaxIterationsReached = "max_iterations_reached",
+        InvalidRequestJson = "invalid_request_json",
+        UnknownRequest = "unknown_request",
+        EmptyPrompt = "empty_prompt",
+        UnsupportedVersion = "unsupported_version",
+        RequestTooLarge = "request_too_large",
+        InvalidRequestId = "invalid_request_id",
+        InvalidSessionId = "invalid_session_id",
+        SessionMismatch = "session_mismatch",
+        SessionBusy = "session_busy",
+        NoActiveRequest = "no_active_request",
+        UnknownToolCall = "unknown_tool_call",
+        StdinReadFailed = "stdin_read_failed",
+    }
+}
+
+vocabulary! {
+    /// How a run stands: the `status` of its end event, and a session's last run status.
+    RunStatus {
+        Running = "running",
+        Finished = "finished",
+        /// Finished, with the model still asking for tools at the iteration limit.
+        MaxIterationsReached = "max_iterations_reached",
+        Stopped = "stopped",
+        Failed = "failed",
+    }
+}
+
+vocabulary! {
+    /// Where a tool call is: the `status` of a tool call entity and of its events.
+    ToolCallStatus {
+        /// The model is still streaming its arguments.
+        StreamingArgs = "streaming_args",
+        /// Complete, not yet executing.
+        Pending = "pending",
+        Executing = "executing",
+        /// A client tool waiting for the client's answer.
+        AwaitingClient = "awaiting_client",
+        Completed = "completed",
+        /// The tool ran and returned an error.
+        Failed = "failed",
+        /// The run was stopped before the tool finished.
+        Cancelled = "cancelled",
+        /// Never run: the model call or the database failed, or the iteration limit was reached.
+        Skipped = "skipped",
+        /// The process died while the call was open (closed on resume).
+        Interrupted = "interrupted",
+    }
+}
+
+vocabulary! {
+    /// How a model call ended: `ChatProviderCallFinished.finish_class`.
+    FinishClass {
+        Completed = "completed",
+        ToolCalls = "tool_calls",
+        Error = "error",
+        Cancelled = "cancelled",
+    }
+}
+
+vocabulary! {
+    /// The `status` of a tool result.
+    ToolResultStatus {
+        Ok = "ok",
+        Error = "error",
+    }
+}
+
+vocabulary! {
+    /// What a run warns about: `ChatRunWarning.code`.
+    WarningCode {
+        /// A model call that had to call a tool answered without one.
+        RequiredToolCallMissing = "required_tool_call_missing",
+    }
+}
+
+vocabulary! {
+    /// The `status` of a chat message entity and of its segment events.
+    MessageStatus {
+        /// A user message taken.
+        Accepted = "accepted",
+        Streaming = "streaming",
+        Finished = "finished",
+        Stopped = "stopped",
+        Failed = "failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value is documented where users read the contract.
+    #[test]
+    fn the_readme_documents_every_value() {
+        let readme = include_str!("../../README.md");
+        let quoted = |text: &str| readme.contains(&format!("`{text}`"));
+        let mut missing = Vec::new();
+        let values = DoneStatus::ALL
+            .iter()
+            .map(|v| v.as_str())
+            .chain(ErrorCode::ALL.iter().map(|v| v.as_str()))
+            .chain(RunStatus::ALL.iter().map(|v| v.as_str()))
+            .chain(ToolCallStatus::ALL.iter().map(|v| v.as_str()))
+            .chain(FinishClass::ALL.iter().map(|v| v.as_str()))
+            .chain(WarningCode::ALL.iter().map(|v| v.as_str()))
+            .chain(MessageStatus::ALL.iter().map(|v| v.as_str()));
+        for value in values {
+            if !quoted(value) {
+                missing.push(value);
+            }
+        }
+        assert!(missing.is_empty(), "README does not document {missing:?}");
+    }
+
+    #[test]
+    fn values_round_trip() {
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(*code));
+        }
+        assert_eq!(
+            ToolCallStatus::parse("awaiting_client"),
+            Some(ToolCallStatus::AwaitingClient)
+        );
+        assert_eq!(RunStatus::parse("nonsense"), None);
+        assert_eq!(String::from(DoneStatus::Shutdown), "shutdown");
+    }
+}
