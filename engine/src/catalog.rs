@@ -4,7 +4,7 @@
 //! and never hold a whole log in memory: they page through events and fold them as they go, so
 //! a session of a million events costs no more memory than its timeline.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use reel_proto::Any;
 
@@ -57,6 +57,18 @@ pub trait SessionCatalog: Send + 'static {
 
     /// The process writing the session now, if one is (a live lease holder).
     async fn writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError>;
+
+    /// Waits until new events of the session may have been committed: a store that hears of
+    /// commits (PostgreSQL's LISTEN/NOTIFY) returns when one is announced or after a second,
+    /// one that does not waits `poll`. Followers call [`SessionCatalog::events_page`] after it.
+    async fn wait_for_commits(
+        &mut self,
+        _session_id: &str,
+        poll: Duration,
+    ) -> Result<(), StoreError> {
+        tokio::time::sleep(poll).await;
+        Ok(())
+    }
 }
 
 /// What a batch of events adds to a session's run count, and the status of its newest run if

@@ -18,6 +18,6 @@ mod timeline_store;
 
 pub use lease::{EXPIRY as LEASE_EXPIRY, HEARTBEAT as LEASE_HEARTBEAT};
 pub use location::{Access, Location, without_password};
-pub use postgres::{NOTIFY_CHANNEL, PostgresStore};
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use timeline_store::{TimelineStore, open_timeline};

@@ -18,7 +18,10 @@ use reel_engine::{
     Commit, LogEntry, LogStore, RunStatus, SessionCatalog, SessionState, StoreError, run_tally,
 };
 use reel_proto::rpc::SnapshotEntity;
-use sqlx::{Connection, PgConnection, Row, postgres::PgConnectOptions};
+use sqlx::{
+    Connection, PgConnection, Row,
+    postgres::{PgConnectOptions, PgListener},
+};
 
 use crate::{
     Access,
@@ -27,7 +30,7 @@ use crate::{
 };
 
 /// The channel every commit notifies, with the session id as payload.
-pub const NOTIFY_CHANNEL: &str = "reel_events";
+pub(crate) const NOTIFY_CHANNEL: &str = "reel_events";
 
 /// How a commit's lease check finds the holder of a session's advisory lock (a bigint lock
 /// shows in pg_locks as classid, the high half, and objid, the low half).
@@ -44,6 +47,10 @@ pub struct PostgresStore {
     pub(crate) conn: PgConnection,
     /// The DSN without its password, for messages.
     shown: String,
+    /// The DSN itself (never shown): a follower's listener connects with it.
+    dsn: String,
+    /// Hears of commits, once a follower asks ([`SessionCatalog::wait_for_commits`]).
+    listener: Option<PgListener>,
 }
 
 impl PostgresStore {
@@ -95,7 +102,25 @@ impl PostgresStore {
                 })?;
             }
         }
-        Ok(Self { conn, shown })
+        Ok(Self {
+            conn,
+            shown,
+            dsn: dsn.to_owned(),
+            listener: None,
+        })
+    }
+
+    /// The connection that hears every commit's notification, made on first use.
+    pub(crate) async fn listener(&mut self) -> Result<&mut PgListener, StoreError> {
+        if self.listener.is_none() {
+            let failed = |e: sqlx::Error| {
+                StoreError::Database(format!("cannot listen for commits on {}: {e}", self.shown))
+            };
+            let mut listener = PgListener::connect(&self.dsn).await.map_err(failed)?;
+            listener.listen(NOTIFY_CHANNEL).await.map_err(failed)?;
+            self.listener = Some(listener);
+        }
+        Ok(self.listener.as_mut().expect("made above"))
     }
 
     pub(crate) fn error(&self, error: &sqlx::Error) -> StoreError {

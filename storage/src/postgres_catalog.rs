@@ -89,6 +89,18 @@ impl SessionCatalog for PostgresStore {
         }
     }
 
+    async fn wait_for_commits(
+        &mut self,
+        _session_id: &str,
+        _poll: std::time::Duration,
+    ) -> Result<(), StoreError> {
+        // Every commit notifies the channel; a second's timeout also notices a writer that
+        // died (its lease gone without a last commit).
+        let listener = self.listener().await?;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), listener.recv()).await;
+        Ok(())
+    }
+
     async fn writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
         let row = sqlx::query(LOCK_HOLDER)
             .bind(session_id)

@@ -131,4 +131,12 @@ impl SessionCatalog for TimelineStore {
     async fn writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
         delegate!(self, store => store.writer(session_id).await)
     }
+
+    async fn wait_for_commits(
+        &mut self,
+        session_id: &str,
+        poll: std::time::Duration,
+    ) -> Result<(), StoreError> {
+        delegate!(self, store => store.wait_for_commits(session_id, poll).await)
+    }
 }

@@ -16,8 +16,7 @@ use std::{io::IsTerminal, time::Duration};
 
 use reel_engine::{DoneStatus, Projection, SessionCatalog, TimelineProjection};
 use reel_proto::rpc::UiEventFrame;
-use reel_storage::{Location, NOTIFY_CHANNEL, TimelineStore};
-use sqlx::postgres::PgListener;
+use reel_storage::TimelineStore;
 
 use super::{Database, LogPages, PAGE, Reader, frames::FrameWriter, show, tail_text::TextTail};
 
@@ -98,10 +97,6 @@ pub async fn run(args: TailArgs) -> Result<(), String> {
         return Ok(());
     };
     let mut timeline = timeline_at(&mut reader.store, id, events).await?;
-    let mut listener = match &reader.location {
-        Location::Postgres(dsn) => Some(listen(dsn).await?),
-        Location::Sqlite(_) => None,
-    };
     let failed = |e: std::io::Error| format!("cannot write: {e}");
     let output = args.output.unwrap_or(if std::io::stdout().is_terminal() {
         TailOutput::Text
@@ -155,17 +150,11 @@ pub async fn run(args: TailArgs) -> Result<(), String> {
             }
             continue;
         }
-        let wait = async {
-            match &mut listener {
-                Some(listener) => {
-                    let _ = tokio::time::timeout(Duration::from_secs(1), listener.recv()).await;
-                }
-                None => tokio::time::sleep(Duration::from_millis(args.poll_ms)).await,
-            }
-        };
+        let poll = Duration::from_millis(args.poll_ms);
+        let wait = store.wait_for_commits(id, poll);
         tokio::select! {
             _ = &mut interrupted => return printer.end(&timeline, DoneStatus::Stopped).map_err(failed),
-            () = wait => {}
+            waited = wait => waited.map_err(|e| e.to_string())?,
         }
     }
     printer.end(&timeline, DoneStatus::Ok).map_err(failed)
@@ -207,15 +196,4 @@ async fn timeline_at(
         })
         .await?;
     Ok(timeline)
-}
-
-async fn listen(dsn: &str) -> Result<PgListener, String> {
-    let mut listener = PgListener::connect(dsn)
-        .await
-        .map_err(|e| format!("cannot listen for commits: {e}"))?;
-    listener
-        .listen(NOTIFY_CHANNEL)
-        .await
-        .map_err(|e| format!("cannot listen for commits: {e}"))?;
-    Ok(listener)
 }
