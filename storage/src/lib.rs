@@ -7,14 +7,13 @@ mod lease;
 mod location;
 mod postgres;
 mod postgres_catalog;
-mod postgres_turns;
 mod rows;
 mod schema;
 mod sqlite;
 mod sqlite_catalog;
 mod sqlite_file;
-mod sqlite_turns;
 mod timeline_store;
+mod turns;
 
 pub use lease::{EXPIRY as LEASE_EXPIRY, HEARTBEAT as LEASE_HEARTBEAT};
 pub use location::{Access, Location, without_password};
