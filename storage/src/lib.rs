@@ -12,6 +12,7 @@ mod schema;
 mod sqlite;
 mod sqlite_catalog;
 mod sqlite_file;
+mod sqlite_lease;
 mod timeline_store;
 mod turns;
 

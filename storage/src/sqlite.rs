@@ -28,6 +28,7 @@ use crate::{
     rows::{entity_from, entity_json, event_json, now_ms, to_i64},
     schema::{SQLITE_MIGRATIONS, Schema},
     sqlite_file::{self, FileState, Identity},
+    sqlite_lease::renew,
 };
 
 /// Rows per multi-row INSERT: one statement costs about 10 us in sqlx, a row far less.
@@ -100,20 +101,18 @@ impl SqliteStore {
             .connect()
             .await
             .map_err(|e| open_error(&shown, &e))?;
-        let mut identity = None;
-        if access == Access::ReadWrite {
-            SQLITE_MIGRATIONS.run(&mut conn).await.map_err(|e| {
-                StoreError::Database(format!("cannot bring {shown} up to reel's schema: {e}"))
-            })?;
-            identity = Some(Identity::of(path).map_err(|e| {
-                StoreError::Database(format!("cannot look at {shown} after opening it: {e}"))
-            })?);
-        }
+        // Only a read-write open gets here: its file is reel's own, or new.
+        SQLITE_MIGRATIONS.run(&mut conn).await.map_err(|e| {
+            StoreError::Database(format!("cannot bring {shown} up to reel's schema: {e}"))
+        })?;
+        let identity = Identity::of(path).map_err(|e| {
+            StoreError::Database(format!("cannot look at {shown} after opening it: {e}"))
+        })?;
         Ok(Self {
             conn,
             path: shown,
             file: path.to_path_buf(),
-            identity,
+            identity: Some(identity),
         })
     }
 
@@ -154,7 +153,7 @@ impl SqliteStore {
 
     /// Runs `work` inside `BEGIN IMMEDIATE ... COMMIT`, rolling back on error, and then checks
     /// that the commit landed in the file at the path.
-    async fn immediate<T>(
+    pub(crate) async fn immediate<T>(
         &mut self,
         work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
@@ -182,66 +181,6 @@ impl SqliteStore {
             }
         }
     }
-
-    /// Takes the session's lease inside a write transaction; `steal` takes it from a live
-    /// holder too. Returns the previous holder that was overruled.
-    async fn take_lease(
-        &mut self,
-        session_id: &str,
-        steal: bool,
-    ) -> Result<Option<String>, StoreError> {
-        let session_id = session_id.to_owned();
-        let path = self.path.clone();
-        self.immediate(async move |conn| {
-            let now = now_ms();
-            let row = sqlx::query("SELECT owner, heartbeat_at FROM leases WHERE session_id = ?")
-                .bind(&session_id)
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(db)?;
-            let mut overruled = None;
-            if let Some(row) = row {
-                let owner: String = row.get(0);
-                if let lease::Holder::Live { silent } = lease::holder(&owner, row.get(1), now) {
-                    if !steal {
-                        return Err(StoreError::Busy(format!(
-                            "session {session_id:?} is open in another process ({owner}, last heartbeat {} s ago) on {path}; one process writes a session at a time (--steal-lease takes it over if that process is gone)",
-                            silent.as_secs()
-                        )));
-                    }
-                    overruled = Some(format!("{owner}, last heartbeat {} s ago", silent.as_secs()));
-                }
-            }
-            sqlx::query("INSERT INTO leases (session_id, owner, acquired_at, heartbeat_at) VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at")
-                .bind(&session_id)
-                .bind(lease::this_process())
-                .bind(now)
-                .bind(now)
-                .execute(&mut *conn)
-                .await
-                .map_err(db)?;
-            Ok(overruled)
-        })
-        .await
-    }
-}
-
-/// Renews this process's lease of `session_id`; fails when another process holds it now.
-async fn renew(conn: &mut SqliteConnection, session_id: &str) -> Result<(), StoreError> {
-    let renewed =
-        sqlx::query("UPDATE leases SET heartbeat_at = ? WHERE session_id = ? AND owner = ?")
-            .bind(now_ms())
-            .bind(session_id)
-            .bind(lease::this_process())
-            .execute(&mut *conn)
-            .await
-            .map_err(db)?;
-    if renewed.rows_affected() == 0 {
-        return Err(StoreError::Busy(format!(
-            "this process no longer holds session {session_id:?}: another process took its lease (--steal-lease); it stops writing"
-        )));
-    }
-    Ok(())
 }
 
 fn open_error(path: &str, error: &dyn std::fmt::Display) -> StoreError {
@@ -260,7 +199,7 @@ fn read_only(path: &str) -> bool {
     Path::new(path).exists() && std::fs::OpenOptions::new().append(true).open(path).is_err()
 }
 
-fn db(error: sqlx::Error) -> StoreError {
+pub(crate) fn db(error: sqlx::Error) -> StoreError {
     StoreError::Database(error.to_string())
 }
 

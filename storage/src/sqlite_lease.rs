@@ -1,0 +1,70 @@
+//! SQLite leases: the `leases` table row that names a session's writer, taken inside a write
+//! transaction and renewed by every commit and by the writer's heartbeat (see
+//! [`crate::lease`] for who counts as alive).
+
+use reel_engine::StoreError;
+use sqlx::{Row, SqliteConnection};
+
+use crate::{SqliteStore, lease, rows::now_ms, sqlite::db};
+
+impl SqliteStore {
+    /// Takes the session's lease inside a write transaction; `steal` takes it from a live
+    /// holder too. Returns the previous holder that was overruled.
+    pub(crate) async fn take_lease(
+        &mut self,
+        session_id: &str,
+        steal: bool,
+    ) -> Result<Option<String>, StoreError> {
+        let session_id = session_id.to_owned();
+        let path = self.path.clone();
+        self.immediate(async move |conn| {
+            let now = now_ms();
+            let row = sqlx::query("SELECT owner, heartbeat_at FROM leases WHERE session_id = ?")
+                .bind(&session_id)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db)?;
+            let mut overruled = None;
+            if let Some(row) = row {
+                let owner: String = row.get(0);
+                if let lease::Holder::Live { silent } = lease::holder(&owner, row.get(1), now) {
+                    if !steal {
+                        return Err(StoreError::Busy(format!(
+                            "session {session_id:?} is open in another process ({owner}, last heartbeat {} s ago) on {path}; one process writes a session at a time (--steal-lease takes it over if that process is gone)",
+                            silent.as_secs()
+                        )));
+                    }
+                    overruled = Some(format!("{owner}, last heartbeat {} s ago", silent.as_secs()));
+                }
+            }
+            sqlx::query("INSERT INTO leases (session_id, owner, acquired_at, heartbeat_at) VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at")
+                .bind(&session_id)
+                .bind(lease::this_process())
+                .bind(now)
+                .bind(now)
+                .execute(&mut *conn)
+                .await
+                .map_err(db)?;
+            Ok(overruled)
+        })
+        .await
+    }
+}
+
+/// Renews this process's lease of `session_id`; fails when another process holds it now.
+pub(crate) async fn renew(conn: &mut SqliteConnection, session_id: &str) -> Result<(), StoreError> {
+    let renewed =
+        sqlx::query("UPDATE leases SET heartbeat_at = ? WHERE session_id = ? AND owner = ?")
+            .bind(now_ms())
+            .bind(session_id)
+            .bind(lease::this_process())
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+    if renewed.rows_affected() == 0 {
+        return Err(StoreError::Busy(format!(
+            "this process no longer holds session {session_id:?}: another process took its lease (--steal-lease); it stops writing"
+        )));
+    }
+    Ok(())
+}
