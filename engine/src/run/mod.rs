@@ -15,10 +15,7 @@
 use std::{panic::AssertUnwindSafe, sync::Arc, time::Instant};
 
 use futures::{FutureExt, StreamExt, future::BoxFuture, stream::FuturesUnordered};
-use reel_proto::chat::{
-    ChatRunFailed, ChatRunFinished, ChatRunStarted, ChatRunStopped, ChatUserMessageAccepted,
-    CorrelationInfo,
-};
+use reel_proto::chat::{ChatRunStarted, ChatUserMessageAccepted, CorrelationInfo};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -28,7 +25,7 @@ use crate::{
     provider::{ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream},
     session::Session,
     tools::{ToolChoice, ToolOutput, Toolbox},
-    vocabulary::{DoneStatus, ErrorCode, FinishClass, MessageStatus, RunStatus, ToolCallStatus},
+    vocabulary::{DoneStatus, ErrorCode, FinishClass, MessageStatus, ToolCallStatus},
 };
 
 /// Everything a run needs.
@@ -243,6 +240,7 @@ impl ActiveRun<'_> {
     }
 }
 
+mod ending;
 mod record;
 mod tool_calls;
 
@@ -412,34 +410,6 @@ impl Session {
         Some(outcome)
     }
 
-    /// Ends the run as failed at once (its store failed): the model call or the tools are
-    /// dropped, as for a cancel, and the run ends with ChatRunFailed.
-    pub async fn fail_run(&mut self, run: &mut ActiveRun<'_>, failure: RunFailure) -> RunOutcome {
-        drop(std::mem::replace(&mut run.phase, Phase::Idle));
-        if run.call.open {
-            let rid = Arc::clone(&run.request_id);
-            self.finish_call(&rid, &mut run.call, "error", FinishClass::Error)
-                .await;
-        }
-        let outcome = RunOutcome::Failed(failure);
-        self.end_run(run, &outcome).await;
-        outcome
-    }
-
-    /// Cancels the run: the model call or the tools are dropped at once (a command tool's
-    /// processes are killed), and the run ends with ChatRunStopped.
-    pub async fn stop_run(&mut self, run: &mut ActiveRun<'_>) -> RunOutcome {
-        // Dropping what the run waits for aborts that work before anything else happens.
-        drop(std::mem::replace(&mut run.phase, Phase::Idle));
-        if run.call.open {
-            let rid = Arc::clone(&run.request_id);
-            self.finish_call(&rid, &mut run.call, "cancelled", FinishClass::Cancelled)
-                .await;
-        }
-        self.end_run(run, &RunOutcome::Stopped).await;
-        RunOutcome::Stopped
-    }
-
     /// Starts the next model call with the conversation so far.
     async fn start_call(&mut self, run: &mut ActiveRun<'_>) {
         run.calls += 1;
@@ -473,64 +443,6 @@ impl Session {
             tool_choice,
         };
         run.phase = Phase::Model(run.provider.stream(request));
-    }
-
-    /// Appends the event that ends the run, after answering every tool call still without a
-    /// result.
-    async fn end_run(&mut self, run: &mut ActiveRun<'_>, outcome: &RunOutcome) {
-        run.phase = Phase::Idle;
-        self.close_unanswered(run, outcome).await;
-        let rid = Arc::clone(&run.request_id);
-        let duration_ms = run.started.elapsed().as_millis() as u64;
-        let correlation = Some(run.correlation.clone());
-        let message_id = run.user_message_id.clone();
-        // Every model call of the run has finished by now, so the totals are whole.
-        let usage = Some(self.usage().run());
-        let session_usage = Some(self.usage().session());
-        match outcome {
-            RunOutcome::Finished | RunOutcome::IterationLimit { .. } => {
-                let (status, error) = match outcome.warning() {
-                    Some((code, message)) => (code.into(), message),
-                    None => (RunStatus::Finished.into(), String::new()),
-                };
-                let event = ChatRunFinished {
-                    message_id,
-                    status,
-                    error,
-                    duration_ms,
-                    correlation,
-                    usage,
-                    session_usage,
-                };
-                self.append(&rid, event).await
-            }
-            RunOutcome::Stopped => {
-                let (status, error) = (RunStatus::Stopped.into(), "cancelled".into());
-                let event = ChatRunStopped {
-                    message_id,
-                    status,
-                    error,
-                    correlation,
-                    duration_ms,
-                    usage,
-                    session_usage,
-                };
-                self.append(&rid, event).await
-            }
-            RunOutcome::Failed(failure) => {
-                let event = ChatRunFailed {
-                    message_id: new_id(),
-                    status: RunStatus::Failed.into(),
-                    error: failure.message.clone(),
-                    correlation,
-                    duration_ms,
-                    usage,
-                    session_usage,
-                    interrupted: false,
-                };
-                self.append(&rid, event).await
-            }
-        };
     }
 }
 
