@@ -73,6 +73,19 @@ impl Backend {
         all.extend(flags.iter().map(String::as_str));
         RpcClient::start(&all)
     }
+
+    /// `reel run-command COMMAND --rpc --stdin-rpc --session-id ID`: a stdin-RPC client on one
+    /// session of this backend (created, or resumed when it exists).
+    pub fn session_client(&self, command: &str, id: &str) -> RpcClient {
+        self.client(&[
+            "run-command",
+            command,
+            "--rpc",
+            "--stdin-rpc",
+            "--session-id",
+            id,
+        ])
+    }
 }
 
 /// A session id no other test run uses (PostgreSQL tables outlive test runs).

@@ -102,14 +102,7 @@ fn resume_needs_a_stored_session(backend: &Backend) {
 
 fn a_second_process_on_the_same_session_fails_fast(backend: &Backend) {
     let id = unique("shared");
-    let mut first = backend.client(&[
-        "run-command",
-        "examples/echo.yaml",
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        &id,
-    ]);
+    let mut first = backend.session_client("examples/echo.yaml", &id);
     first.send(r#"{"requestId":"a","submit":{"prompt":"first writer"}}"#);
     assert_eq!(first.done_of("a"), "ok");
 
@@ -165,14 +158,7 @@ fn a_stdin_session_is_stored_and_resumed(backend: &Backend) {
         "turns:\n  - - text: \"One.\"\n  - - echo_context\n",
     );
     let id = unique("chat");
-    let mut client = backend.client(&[
-        "run-command",
-        &cmd,
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        &id,
-    ]);
+    let mut client = backend.session_client(&cmd, &id);
     client.send(&format!(
         r#"{{"sessionId":"{id}","requestId":"a","submit":{{"prompt":"first"}}}}"#
     ));

@@ -13,14 +13,7 @@ const HOSTILE: &str = "nul:\u{0} sep:\u{2028}\u{2029} bidi:\u{202e}txet\u{202c} 
 
 fn hostile_characters_round_trip(backend: &Backend) {
     let id = unique("hostile");
-    let mut client = backend.client(&[
-        "run-command",
-        "examples/echo.yaml",
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        &id,
-    ]);
+    let mut client = backend.session_client("examples/echo.yaml", &id);
     let request = serde_json::json!({"requestId": "h", "submit": {"prompt": HOSTILE}});
     client.send(&request.to_string());
     assert_eq!(client.done_of("h"), "ok");

@@ -163,14 +163,7 @@ fn a_writer_renews_its_lease_while_it_waits() {
 /// writer's next request fails with storage_failed instead of writing beside it.
 fn a_stolen_session_stops_its_old_writer(backend: &Backend) {
     let id = unique("stolen");
-    let mut old = backend.client(&[
-        "run-command",
-        "examples/echo.yaml",
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        &id,
-    ]);
+    let mut old = backend.session_client("examples/echo.yaml", &id);
     old.send(r#"{"requestId":"a","submit":{"prompt":"first"}}"#);
     assert_eq!(old.done_of("a"), "ok");
     let refused = backend.run(&[

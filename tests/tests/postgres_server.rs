@@ -55,14 +55,7 @@ fn a_postgres_server_that_goes_away_ends_the_session_with_a_clear_error() {
     let dsn = schema.dsn.clone();
     let backend = Backend::Postgres(dsn.clone());
     let id = unique("gone");
-    let mut client = backend.client(&[
-        "run-command",
-        "examples/echo.yaml",
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        &id,
-    ]);
+    let mut client = backend.session_client("examples/echo.yaml", &id);
     client.send(r#"{"requestId":"a","submit":{"prompt":"before"}}"#);
     assert_eq!(client.done_of("a"), "ok");
     // The server ends reel's connection, as a restart or a failover would.

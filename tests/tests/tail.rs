@@ -25,14 +25,7 @@ fn tail_follows_a_live_writer(backend: &Backend) {
         "cmd.yaml",
         &format!("name: t\ndescription: t\nprompt: unused\nprovider:\n  script: {script}\n"),
     );
-    let mut writer = backend.client(&[
-        "run-command",
-        &cmd,
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        &id,
-    ]);
+    let mut writer = backend.session_client(&cmd, &id);
     writer.send(r#"{"requestId":"a","submit":{"prompt":"first"}}"#);
     assert_eq!(writer.done_of("a"), "ok");
 
@@ -111,14 +104,7 @@ fn tail_waits_for_a_session_to_appear(backend: &Backend) {
     .spawn()
     .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let mut writer = backend.client(&[
-        "run-command",
-        "examples/weather-tool.yaml",
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        &id,
-    ]);
+    let mut writer = backend.session_client("examples/weather-tool.yaml", &id);
     // The writer holds the session a while, so tail sees it appear and then go.
     std::thread::sleep(Duration::from_millis(800));
     writer.send(r#"{"requestId":"a","submit":{"prompt":"Weather in Oslo?"}}"#);
