@@ -58,6 +58,12 @@ pub enum OutputMode {
     Yaml,
     /// Protocol frames: one protobuf-JSON RpcLine per line.
     Jsonl,
+    /// A markdown transcript at the end (as `reel export --format markdown`).
+    Markdown,
+    /// A self-contained HTML page at the end (as `reel export --format html`).
+    Html,
+    /// How many events of each kind the run appended, at the end.
+    EventCounts,
 }
 
 /// Model backends this build has.

@@ -6,6 +6,7 @@ mod bounded_lines;
 mod cli;
 mod command_file;
 mod inspect;
+mod outputs;
 mod persistence;
 mod run_command;
 mod same_file;

@@ -10,18 +10,15 @@ use futures::FutureExt;
 use reel_engine::{
     AnthropicProvider, DoneStatus, ErrorCode, Fanout, HttpConfig, ModelSettings, OpenAiProvider,
     Provider, RunOutcome, RunRequest, Script, ScriptedProvider, ServeConfig, ServeEnd, Session,
-    Toolbox, new_id, serve,
+    Toolbox, hello_frame, new_id, serve,
 };
-use reel_proto::rpc::{self, HelloFrame};
-use reel_sinks::{
-    DebugFileSink, DocumentFormat, JsonlFrameSink, ResultDocumentSink, StdoutJsonlSink, TextSink,
-    TimelineDbSink, TurnsDbSink,
-};
+use reel_sinks::{DebugFileSink, JsonlFrameSink, TimelineDbSink, TurnsDbSink};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     cli::{Invocation, OutputMode, ProviderName, RunCommandArgs},
     command_file::ProviderDefaults,
+    outputs::{self, Rendering},
     persistence,
     same_file::{self, InUse},
     signals::SignalWatch,
@@ -121,13 +118,7 @@ pub async fn run(invocation: Invocation) -> u8 {
         None => Session::new(args.session_id.clone().unwrap_or_else(new_id), fanout),
     };
     let none: Arc<str> = Arc::from("");
-    let hello = HelloFrame {
-        protocol: rpc::PROTOCOL.into(),
-        server: format!("reel/{}", env!("CARGO_PKG_VERSION")),
-        capabilities: capabilities.into_iter().map(String::from).collect(),
-        protocol_version: rpc::PROTOCOL_VERSION,
-    };
-    session.emit_hello(&none, hello).await;
+    session.emit_hello(&none, hello_frame(&capabilities)).await;
 
     let (session, ending) = match prepared {
         Err(error) => {
@@ -161,10 +152,10 @@ pub async fn run(invocation: Invocation) -> u8 {
     }
 }
 
-/// The stdout sink the flags ask for, and the capabilities hello announces.
+/// The stdout sink the flags ask for, and the capabilities hello announces besides the base ones.
 fn outputs(args: &crate::cli::RunCommandArgs) -> (Fanout, Vec<&'static str>) {
     let mut fanout = Fanout::new();
-    let mut capabilities = vec!["ui-events", "snapshot", "done"];
+    let mut capabilities = Vec::new();
     if args.stdin_rpc {
         capabilities.extend([
             "stdin-rpc",
@@ -177,18 +168,13 @@ fn outputs(args: &crate::cli::RunCommandArgs) -> (Fanout, Vec<&'static str>) {
     if args.include_backend_events {
         capabilities.push("backend-events");
     }
-    match (args.frames_on_stdout(), args.output) {
-        (true, _) => fanout.attach(Box::new(StdoutJsonlSink::stdout(
-            args.include_backend_events,
-        ))),
-        (false, OutputMode::Json) => {
-            fanout.attach(Box::new(ResultDocumentSink::stdout(DocumentFormat::Json)))
-        }
-        (false, OutputMode::Yaml) => {
-            fanout.attach(Box::new(ResultDocumentSink::stdout(DocumentFormat::Yaml)))
-        }
-        (false, _) => fanout.attach(Box::new(TextSink::stdout())),
-    }
+    let mode = if args.frames_on_stdout() {
+        OutputMode::Jsonl
+    } else {
+        args.output
+    };
+    let rendering = Rendering::for_output(mode, args.include_backend_events);
+    fanout.attach(outputs::sink(rendering, std::io::stdout()));
     (fanout, capabilities)
 }
 

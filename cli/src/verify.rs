@@ -6,7 +6,9 @@
 use reel_engine::{LogStore, SessionState, TimelineProjection};
 use reel_proto::rpc::SnapshotEntity;
 
-use crate::inspect::{Database, LogPages, printable};
+use reel_sinks::printable;
+
+use crate::inspect::{Database, each_event};
 
 #[derive(clap::Args, Debug)]
 pub struct VerifyArgs {
@@ -70,13 +72,11 @@ async fn verify(args: &VerifyArgs) -> Result<Vec<String>, String> {
         Ok(())
     };
     check(&replayed)?;
-    let pages = LogPages::new(store, id, 0, summary.events);
-    let read = pages
-        .each("verifying", |entry| {
-            replayed.apply(entry);
-            check(&replayed)
-        })
-        .await;
+    let read = each_event(store, id, (0, summary.events), "verifying", |entry| {
+        replayed.apply(entry);
+        check(&replayed)
+    })
+    .await;
     if let Err(error) = read {
         problems.push(error);
     }

@@ -20,6 +20,7 @@ mod fanout;
 mod http_stream;
 mod id;
 mod log;
+mod log_pages;
 mod openai;
 mod output;
 mod projection;
@@ -32,6 +33,7 @@ mod session;
 mod sink;
 mod sse_limit;
 mod store;
+mod stored_stream;
 mod timeline;
 mod tools;
 mod usage;
@@ -46,8 +48,9 @@ pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use http_stream::HttpConfig;
 pub use id::{IdError, MAX_REQUEST_ID, MAX_SESSION_ID, check_request_id, check_session_id, new_id};
 pub use log::{EventLog, LogEntry, ordinal_error};
+pub use log_pages::{LogPages, PAGE};
 pub use openai::{OpenAiProvider, messages_json as openai_messages};
-pub use output::{CommittedEvent, Output, OutputKind};
+pub use output::{CommittedEvent, Output, OutputKind, hello_frame};
 pub use projection::Projection;
 pub use provider::{
     ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream,
@@ -64,6 +67,7 @@ pub use sink::{Acks, Durability, MemorySink, Sink, SinkError};
 pub use store::{
     Commit, LEASE_HEARTBEAT, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore,
 };
+pub use stored_stream::{StoredStream, send_stored};
 pub use timeline::{OpenRun, TimelineProjection};
 pub use tools::{
     CommandTool, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool, ToolChoice, ToolDefinition, ToolExecutor,

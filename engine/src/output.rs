@@ -8,10 +8,28 @@ use std::sync::Arc;
 
 use reel_proto::{
     json::{FrameRef, LineRef},
-    rpc::{DoneFrame, ErrorFrame, HelloFrame, SnapshotFrame, UiEventFrame},
+    rpc::{self, DoneFrame, ErrorFrame, HelloFrame, SnapshotFrame, UiEventFrame},
 };
 
 use crate::log::LogEntry;
+
+/// What every reel stream offers; hello lists these first.
+const BASE_CAPABILITIES: [&str; 3] = ["ui-events", "snapshot", "done"];
+
+/// The hello frame that opens every stream: this reel's protocol, version and capabilities
+/// (the base ones, then `extra`). A stored session's stream has no extras, as a one-shot run's.
+pub fn hello_frame(extra: &[&str]) -> HelloFrame {
+    HelloFrame {
+        protocol: rpc::PROTOCOL.into(),
+        server: format!("reel/{}", env!("CARGO_PKG_VERSION")),
+        capabilities: BASE_CAPABILITIES
+            .iter()
+            .chain(extra)
+            .map(|c| (*c).to_owned())
+            .collect(),
+        protocol_version: rpc::PROTOCOL_VERSION,
+    }
+}
 
 /// A log entry and the ui events the timeline projected from it.
 #[derive(Debug)]

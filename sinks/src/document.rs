@@ -10,6 +10,8 @@ use reel_proto::{Any, rpc::SnapshotFrame};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::blocking::write_blocking;
+
 /// The format of the result document.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DocumentFormat {
@@ -50,6 +52,12 @@ pub struct DocumentUsage {
 pub struct ResultDocumentSink<W> {
     writer: W,
     format: DocumentFormat,
+}
+
+impl<W: Write + Send + 'static> ResultDocumentSink<W> {
+    pub fn new(writer: W, format: DocumentFormat) -> Self {
+        Self { writer, format }
+    }
 }
 
 impl ResultDocumentSink<io::Stdout> {
@@ -135,18 +143,48 @@ impl<W: Write + Send + 'static> Sink for ResultDocumentSink<W> {
                         document.status.clone_from(&done.status);
                         let text = document.render(self.format)?;
                         let mut writer = self.writer;
-                        return tokio::task::spawn_blocking(move || {
+                        return write_blocking(move || {
                             writer.write_all(text.as_bytes())?;
                             writer.flush()
                         })
-                        .await
-                        .map_err(|join| SinkError::Io(io::Error::other(join.to_string())))?
-                        .map_err(SinkError::Io);
+                        .await;
                     }
                     OutputKind::Hello(_) => {}
                 }
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{SharedWriter, run_sink};
+
+    #[tokio::test]
+    async fn one_document_with_the_conversation() {
+        let out = SharedWriter::default();
+        let sink = ResultDocumentSink::new(out.clone(), DocumentFormat::Json);
+        assert!(run_sink(sink).await.is_empty());
+        let document: serde_json::Value = serde_json::from_str(&out.text()).unwrap();
+        assert_eq!(document["session_id"], "s1");
+        assert_eq!(document["status"], "ok");
+        let texts: Vec<&str> = document["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts, ["Say hello", "Hello"]);
+    }
+
+    #[tokio::test]
+    async fn yaml_says_the_same() {
+        let out = SharedWriter::default();
+        run_sink(ResultDocumentSink::new(out.clone(), DocumentFormat::Yaml)).await;
+        let text = out.text();
+        assert!(text.contains("session_id: s1"), "{text}");
+        assert!(text.contains("text: Hello"), "{text}");
     }
 }

@@ -17,6 +17,8 @@ use reel_engine::{Acks, Output, OutputBatch, Sink, SinkError};
 use reel_proto::json;
 use tokio::sync::mpsc;
 
+use crate::blocking::write_blocking;
+
 /// Above this many buffered bytes the sink writes before encoding more.
 const WRITE_CHUNK: usize = 64 * 1024;
 
@@ -75,9 +77,7 @@ impl<W: Write + Send + 'static> Sink for JsonlFrameSink<W> {
         _acks: Acks,
     ) -> Result<(), SinkError> {
         let this = *self;
-        tokio::task::spawn_blocking(move || this.write_all(input))
-            .await
-            .map_err(|join| SinkError::Io(io::Error::other(join.to_string())))?
+        write_blocking(move || this.write_all(input)).await
     }
 }
 
@@ -111,5 +111,73 @@ impl<W: Write> JsonlFrameSink<W> {
                 json::write_line(buffer, &line)
             })
             .map_err(|e| SinkError::Encode(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use reel_proto::rpc::{RpcLine, rpc_line::Frame};
+
+    use super::*;
+    use crate::tests::{SharedWriter, run_sink};
+
+    fn frames(text: &str) -> Vec<Frame> {
+        text.lines()
+            .map(|line| {
+                let line: RpcLine = serde_json::from_str(line).expect(line);
+                assert_eq!(line.session_id, "s1");
+                line.frame.expect("a frame")
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn one_line_per_frame_hello_first_done_last() {
+        let out = SharedWriter::default();
+        assert!(
+            run_sink(JsonlFrameSink::new("t", out.clone(), false))
+                .await
+                .is_empty()
+        );
+        let frames = frames(&out.text());
+        assert!(matches!(frames.first(), Some(Frame::Hello(_))));
+        assert!(matches!(frames.last(), Some(Frame::Done(d)) if d.status == "ok"));
+        assert!(!frames.iter().any(|f| matches!(f, Frame::BackendEvent(_))));
+        let patches = frames
+            .iter()
+            .filter(|f| matches!(f, Frame::UiEvent(ui) if ui.name == "ChatTextPatch"))
+            .count();
+        assert_eq!(patches, 2, "one patch per delta");
+    }
+
+    #[tokio::test]
+    async fn backend_events_come_before_their_ui_events_when_asked() {
+        let out = SharedWriter::default();
+        run_sink(JsonlFrameSink::new("t", out.clone(), true)).await;
+        let frames = frames(&out.text());
+        let backend: Vec<u64> = frames
+            .iter()
+            .filter_map(|f| match f {
+                Frame::BackendEvent(b) => Some(b.ordinal),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(backend, [1, 2, 3, 4, 5, 6], "every log event, in order");
+    }
+
+    #[tokio::test]
+    async fn a_failed_writer_fails_the_sink() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let failures = run_sink(JsonlFrameSink::new("t", Closed, false)).await;
+        assert_eq!(failures.len(), 1);
+        assert!(failures[0].message.contains("pipe"), "{failures:?}");
     }
 }

@@ -8,6 +8,8 @@ use reel_engine::{Acks, OutputBatch, OutputKind, Sink, SinkError};
 use reel_proto::Any;
 use tokio::sync::mpsc;
 
+use crate::blocking::write_blocking;
+
 /// Writes assistant text deltas to stdout, and a final newline.
 pub struct TextSink<W> {
     writer: W,
@@ -39,7 +41,7 @@ impl<W: Write + Send + 'static> Sink for TextSink<W> {
         _acks: Acks,
     ) -> Result<(), SinkError> {
         let mut writer = self.writer;
-        tokio::task::spawn_blocking(move || {
+        write_blocking(move || {
             let mut input = input;
             let mut ends_with_newline = true;
             // A reply in several segments (text, a tool round, more text) prints each on its
@@ -84,10 +86,9 @@ impl<W: Write + Send + 'static> Sink for TextSink<W> {
                 }
             }
             writer.flush()?;
-            Ok(())
+            Ok::<(), SinkError>(())
         })
         .await
-        .map_err(|join| SinkError::Io(io::Error::other(join.to_string())))?
     }
 }
 
@@ -99,4 +100,17 @@ fn report_tool_error(tool: &str, result: &str) {
         said.push('…');
     }
     tracing::warn!("tool {tool:?} failed: {}", said.trim().escape_debug());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{SharedWriter, run_sink};
+
+    #[tokio::test]
+    async fn the_reply_and_a_final_newline() {
+        let out = SharedWriter::default();
+        assert!(run_sink(TextSink::new(out.clone())).await.is_empty());
+        assert_eq!(out.text(), "Hello\n");
+    }
 }

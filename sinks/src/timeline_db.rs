@@ -197,3 +197,55 @@ impl<S: LogStore> Sink for TimelineDbSink<S> {
 fn store_failed(error: reel_engine::StoreError) -> SinkError {
     SinkError::Io(std::io::Error::other(error.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use reel_engine::{LogStore, SessionCatalog};
+    use reel_storage::{Access, Location, open_timeline};
+
+    use super::*;
+    use crate::tests::run_sink;
+
+    #[tokio::test]
+    async fn the_log_entities_and_title_are_stored_before_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = Location::path(dir.path().join("t.db"));
+        let mut store = open_timeline(&at, Access::ReadWrite).await.unwrap();
+        store.lease("s1").await.unwrap();
+        let sink = TimelineDbSink::new(store, "s1", SessionState::default(), 0);
+        assert_eq!(sink.durability(), Durability::Durable { acknowledged: 0 });
+        // The session's done waits for the sink's acknowledgement of ordinal 6.
+        assert!(run_sink(sink).await.is_empty());
+
+        let mut stored = open_timeline(&at, Access::ReadOnly).await.unwrap();
+        let summary = stored.summary("s1").await.unwrap().expect("stored");
+        assert_eq!((summary.events, summary.runs), (6, 1));
+        assert_eq!(summary.title, "Say hello");
+        assert_eq!(summary.last_run_status, "finished");
+        let (ordinal, entities) = stored.entities("s1").await.unwrap();
+        assert_eq!(ordinal, 6, "entities materialized at the run's end");
+        assert!(!entities.is_empty());
+        let (state, log) = stored.load("s1").await.unwrap().replay().unwrap();
+        assert_eq!(log.last_ordinal(), 6);
+        assert_eq!(state.context.messages().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_store_that_fails_the_commit_fails_the_sink_durably() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let mut store = open_timeline(&Location::path(&path), Access::ReadWrite)
+            .await
+            .unwrap();
+        store.lease("s1").await.unwrap();
+        let sink = TimelineDbSink::new(store, "s1", SessionState::default(), 0);
+        // The database is deleted under the writer: its commit must fail, not vanish.
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+        let failures = run_sink(sink).await;
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(failures[0].durable);
+        assert!(failures[0].message.contains("deleted"), "{failures:?}");
+    }
+}

@@ -112,3 +112,27 @@ impl<S: TurnStore> Sink for TurnsDbSink<S> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use reel_engine::{RunStatus, TurnStore};
+    use reel_storage::{Access, Location, open_timeline};
+
+    use super::*;
+    use crate::tests::run_sink;
+
+    #[tokio::test]
+    async fn each_run_end_stores_the_context_the_next_run_starts_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = Location::path(dir.path().join("turns.db"));
+        let store = open_timeline(&at, Access::ReadWrite).await.unwrap();
+        let sink = TurnsDbSink::new(store, "s1", ModelContextProjection::new(), 0);
+        assert!(run_sink(sink).await.is_empty());
+        let mut stored = open_timeline(&at, Access::ReadOnly).await.unwrap();
+        let turn = stored.latest_turn("s1").await.unwrap().expect("a turn");
+        assert_eq!(turn.status, RunStatus::Finished);
+        assert_eq!(turn.last_ordinal, 6);
+        let texts: Vec<&str> = turn.context.iter().map(|m| m.text.as_str()).collect();
+        assert_eq!(texts, ["Say hello", "Hello"]);
+    }
+}

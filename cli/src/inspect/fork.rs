@@ -11,7 +11,9 @@ use std::sync::Arc;
 use reel_engine::{Commit, LogStore, SessionState};
 use reel_proto::Any;
 
-use super::{Database, LogPages, progress};
+use reel_engine::LogPages;
+
+use super::{Database, progress};
 
 #[derive(clap::Args, Debug)]
 pub struct ForkArgs {
@@ -69,9 +71,9 @@ async fn copy(
     let bar = progress::events(at, "forking");
     let mut state = SessionState::default();
     let mut title = None;
-    let mut pages = LogPages::new(reader, from, 0, at);
+    let mut pages = LogPages::new(from, 0, at);
     loop {
-        let page = pages.next().await?;
+        let page = pages.next(reader).await.map_err(|e| e.to_string())?;
         if page.is_empty() {
             break;
         }

@@ -2,13 +2,13 @@
 //! `replay`, `fork` and `tail`.
 //!
 //! Every view is derived from the log alone, page by page ([`LogPages`]), so it can be taken at
-//! any ordinal and costs memory for the session's content, never for its number of events.
+//! any ordinal and costs memory for the session's content, never for its number of events. A
+//! view is the stored session's outputs (the ones its live run produced, [`send_stored`])
+//! handed to the sink [`crate::outputs`] builds for it.
 
 mod capture;
 pub mod export;
 pub mod fork;
-pub mod frames;
-mod printable;
 pub mod progress;
 pub use remove::RmArgs;
 mod remove;
@@ -16,18 +16,13 @@ pub mod replay;
 pub mod sessions;
 pub mod show;
 pub mod tail;
-mod tail_text;
-pub mod transcript;
 
 use std::path::PathBuf;
 
-pub use printable::{is_bidi_control, one_line, printable};
-
-use reel_engine::{LogEntry, SessionCatalog, SessionSummary, StoreError, ordinal_error};
+use reel_engine::{
+    Fanout, LogEntry, LogPages, SessionCatalog, SessionSummary, Sink, StoreError, send_stored,
+};
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
-
-/// Events read per query: large enough that paging costs little, small enough to stay flat.
-const PAGE: u32 = 4096;
 
 /// How to pick another database, for messages about the one that was read.
 const CHOOSE_ANOTHER: &str = "--timeline-db PATH or --timeline-dsn URL reads another database";
@@ -123,74 +118,49 @@ pub fn resolve_at(summary: &SessionSummary, at: Option<u64>) -> Result<u64, Stri
     }
 }
 
-/// A session's log from `after` up to `up_to`, page by page.
-pub struct LogPages<'a> {
-    store: &'a mut TimelineStore,
-    session_id: String,
-    after: u64,
-    up_to: u64,
+/// Hands every event of the session from `after` to `up_to` to `apply`, in order, with a
+/// progress bar saying `what` on a terminal.
+pub async fn each_event(
+    store: &mut TimelineStore,
+    session_id: &str,
+    (after, up_to): (u64, u64),
+    what: &str,
+    mut apply: impl FnMut(&LogEntry) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut pages = LogPages::new(session_id, after, up_to);
+    let bar = progress::events(pages.remaining(), what);
+    loop {
+        let page = pages.next(store).await.map_err(|e| e.to_string())?;
+        if page.is_empty() {
+            break;
+        }
+        page.iter().try_for_each(&mut apply)?;
+        bar.inc(page.len() as u64);
+    }
+    bar.finish_and_clear();
+    Ok(())
 }
 
-impl<'a> LogPages<'a> {
-    pub fn new(store: &'a mut TimelineStore, session_id: &str, after: u64, up_to: u64) -> Self {
-        Self {
-            store,
-            session_id: session_id.to_owned(),
-            after,
-            up_to,
-        }
-    }
-
-    /// The next page (empty at the end). A gap in the stored ordinals is an error: a view of
-    /// a damaged log would be wrong without saying so.
-    pub async fn next(&mut self) -> Result<Vec<LogEntry>, String> {
-        if self.after >= self.up_to {
-            return Ok(Vec::new());
-        }
-        let mut page = self
-            .store
-            .events_page(&self.session_id, self.after, PAGE)
-            .await
-            .map_err(|e| e.to_string())?;
-        page.retain(|entry| entry.ordinal <= self.up_to);
-        for entry in &page {
-            if entry.ordinal != self.after + 1 {
-                return Err(format!(
-                    "session {:?}: {}",
-                    self.session_id,
-                    ordinal_error(entry.ordinal, self.after + 1)
-                ));
-            }
-            self.after = entry.ordinal;
-        }
-        if page.is_empty() && self.after < self.up_to {
-            return Err(format!(
-                "session {:?}: the log ends at ordinal {}, before {}",
-                self.session_id, self.after, self.up_to
-            ));
-        }
-        Ok(page)
-    }
-
-    /// Hands every event to `apply`, in order, with a progress bar saying `what` on a terminal.
-    pub async fn each(
-        mut self,
-        what: &str,
-        mut apply: impl FnMut(&LogEntry) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let bar = progress::events(self.up_to - self.after.min(self.up_to), what);
-        loop {
-            let page = self.next().await?;
-            if page.is_empty() {
-                break;
-            }
-            for entry in &page {
-                apply(entry)?;
-            }
-            bar.inc(page.len() as u64);
-        }
-        bar.finish_and_clear();
-        Ok(())
+/// Writes the stored session up to `at` through `sink`: its outputs, as its live run produced
+/// them, with a progress bar saying `what` on a terminal. A failed write is "cannot write
+/// `target`: why".
+pub async fn render(
+    store: &mut TimelineStore,
+    session_id: &str,
+    at: u64,
+    sink: Box<dyn Sink>,
+    (what, target): (&str, &str),
+) -> Result<(), String> {
+    let mut fanout = Fanout::new();
+    fanout.attach(sink);
+    let bar = progress::events(at, what);
+    let sent = send_stored(store, session_id, 0, at, &mut fanout, |read| bar.inc(read)).await;
+    bar.finish_and_clear();
+    let failures = fanout.close().await;
+    sent.map_err(|e| e.to_string())?;
+    match failures.first() {
+        Some(failure) => Err(format!("cannot write {target}: {}", failure.message)),
+        None => Ok(()),
     }
 }
 

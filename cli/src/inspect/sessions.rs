@@ -7,7 +7,9 @@ use std::io::Write;
 
 use reel_engine::{SessionCatalog, SessionSummary};
 
-use super::{Database, one_line, printable};
+use reel_sinks::{one_line, printable};
+
+use super::Database;
 
 #[derive(clap::Args, Debug)]
 pub struct SessionsArgs {

@@ -1,15 +1,15 @@
 //! `reel show SESSION [--at ORDINAL]`: the timeline as a person reads it in a terminal.
 //!
-//! Colour when stdout is a terminal (and NO_COLOR is not set), plain text otherwise. Model and
-//! user text is shown with its control characters replaced, so a reply cannot move the cursor,
-//! retitle the window or hide text with escape sequences.
+//! The stored session's outputs go to the transcript sink in its terminal form: colour when
+//! stdout is a terminal (and NO_COLOR is not set), plain text otherwise, and session text with
+//! its control characters shown rather than obeyed.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 
-use super::{
-    Database, LogPages, printable, resolve_at,
-    transcript::{Block, Transcript, reported, usage_line},
-};
+use reel_sinks::TranscriptFormat;
+
+use super::{Database, render, resolve_at};
+use crate::outputs::{self, Rendering};
 
 #[derive(clap::Args, Debug)]
 pub struct ShowArgs {
@@ -26,152 +26,16 @@ pub async fn run(args: ShowArgs) -> Result<(), String> {
     let mut reader = args.database.open().await?;
     let summary = reader.find_session(&args.session_id).await?;
     let at = resolve_at(&summary, args.at)?;
-    let transcript = fold(&mut reader.store, &args.session_id, at).await?;
-    let stdout = std::io::stdout();
-    let paint = Paint::for_stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    render(
-        &mut out,
-        &paint,
-        &summary.session_id,
-        summary.events,
-        &transcript,
-    )
-    .and_then(|()| out.flush())
-    .map_err(|e| format!("cannot write: {e}"))
+    let terminal = TranscriptFormat::Terminal {
+        colour: colour_on_stdout(),
+        events_in_log: summary.events,
+    };
+    let sink = outputs::sink(Rendering::Transcript(terminal), std::io::stdout());
+    let id = summary.session_id.as_str();
+    render(&mut reader.store, id, at, sink, ("reading", "stdout")).await
 }
 
-/// The transcript of `session_id` up to `at`, with a progress bar on a terminal.
-pub async fn fold(
-    store: &mut reel_storage::TimelineStore,
-    session_id: &str,
-    at: u64,
-) -> Result<Transcript, String> {
-    let mut transcript = Transcript::new();
-    LogPages::new(store, session_id, 0, at)
-        .each("reading", |entry| {
-            transcript.apply(entry);
-            Ok(())
-        })
-        .await?;
-    Ok(transcript)
-}
-
-/// ANSI styling, or none.
-pub struct Paint {
-    pub colour: bool,
-}
-
-impl Paint {
-    /// Colour when stdout is a terminal and NO_COLOR is not set.
-    pub fn for_stdout() -> Self {
-        Self {
-            colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-        }
-    }
-
-    fn style(&self, code: &str, text: &str) -> String {
-        if self.colour {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_owned()
-        }
-    }
-    pub fn bold(&self, text: &str) -> String {
-        self.style("1", text)
-    }
-    pub fn dim(&self, text: &str) -> String {
-        self.style("2", text)
-    }
-    pub fn user(&self, text: &str) -> String {
-        self.style("1;36", text)
-    }
-    pub fn tool(&self, text: &str) -> String {
-        self.style("33", text)
-    }
-    pub fn error(&self, text: &str) -> String {
-        self.style("31", text)
-    }
-}
-
-fn indented(text: &str, prefix: &str) -> String {
-    printable(text)
-        .lines()
-        .map(|line| format!("{prefix}{line}"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-pub fn render(
-    out: &mut impl Write,
-    paint: &Paint,
-    session_id: &str,
-    events: u64,
-    transcript: &Transcript,
-) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{}",
-        paint.bold(&format!(
-            "Session {} · {} runs · at ordinal {} of {events}",
-            printable(session_id),
-            transcript.runs.len(),
-            transcript.last_ordinal
-        ))
-    )?;
-    for (number, run) in transcript.runs.iter().enumerate() {
-        let mut heading = format!("── Run {} (ordinal {})", number + 1, run.ordinal);
-        match &run.end {
-            Some(end) => {
-                heading.push_str(&format!(
-                    " · {} · {}",
-                    printable(&end.status),
-                    end.duration()
-                ));
-                if let Some(usage) = reported(end.usage.as_ref()) {
-                    heading.push_str(&format!(" · {}", usage_line(usage)));
-                }
-            }
-            None => heading.push_str(" · not ended"),
-        }
-        if !run.model.is_empty() {
-            heading.push_str(&format!(" · {}", printable(&run.model)));
-        }
-        writeln!(out, "\n{}", paint.dim(&heading))?;
-        writeln!(out, "{} {}", paint.user("You:"), printable(&run.prompt))?;
-        for block in &run.blocks {
-            match block {
-                Block::Reasoning(text) => {
-                    writeln!(out, "{}", paint.dim(&indented(text, "  ┊ ")))?;
-                }
-                Block::Text(text) => {
-                    writeln!(out, "{} {}", paint.bold("Assistant:"), printable(text))?;
-                }
-                Block::Retry(reason) => writeln!(out, "{}", paint.dim(&printable(reason)))?,
-                Block::Warning(warning) => writeln!(out, "{}", paint.error(&printable(warning)))?,
-                Block::Tool(tool) => {
-                    let call = format!(
-                        "  ⚙ {}({}) → {}",
-                        printable(&tool.name),
-                        printable(&tool.input),
-                        printable(&tool.status)
-                    );
-                    writeln!(out, "{}", paint.tool(&call))?;
-                    if let Some(result) = &tool.result {
-                        let shown = indented(result, "    ");
-                        if tool.is_error {
-                            writeln!(out, "{}", paint.error(&shown))?;
-                        } else {
-                            writeln!(out, "{shown}")?;
-                        }
-                    }
-                }
-            }
-        }
-        if let Some(end) = run.end.as_ref().filter(|end| !end.error.is_empty()) {
-            let line = format!("  ✗ {}", printable(&end.error));
-            writeln!(out, "{}", paint.error(&line))?;
-        }
-    }
-    Ok(())
+/// Colour when stdout is a terminal and NO_COLOR is not set.
+pub fn colour_on_stdout() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }

@@ -14,11 +14,12 @@
 
 use std::{io::IsTerminal, time::Duration};
 
-use reel_engine::{DoneStatus, Projection, SessionCatalog, TimelineProjection};
-use reel_proto::rpc::UiEventFrame;
+use reel_engine::{DoneStatus, Fanout, SessionCatalog, StoredStream};
+use reel_sinks::Transcript;
 use reel_storage::TimelineStore;
 
-use super::{Database, LogPages, PAGE, Reader, frames::FrameWriter, show, tail_text::TextTail};
+use super::{Database, Reader, each_event, show::colour_on_stdout};
+use crate::outputs::{self, Rendering};
 
 /// How often `--wait` looks for the database and the session to appear.
 const APPEAR_POLL: Duration = Duration::from_millis(200);
@@ -49,44 +50,6 @@ pub struct TailArgs {
     pub database: Database,
 }
 
-/// Where tail prints.
-enum Printer {
-    Frames(FrameWriter<std::io::StdoutLock<'static>>),
-    Text(TextTail<std::io::StdoutLock<'static>>),
-}
-
-impl Printer {
-    fn event(&mut self, event: UiEventFrame) -> std::io::Result<()> {
-        match self {
-            Printer::Frames(frames) => frames.ui_event(event),
-            Printer::Text(text) => text.event(&event),
-        }
-    }
-
-    fn end(&mut self, timeline: &TimelineProjection, status: DoneStatus) -> std::io::Result<()> {
-        match self {
-            Printer::Frames(frames) => {
-                if status == DoneStatus::Ok {
-                    frames.snapshot(timeline.snapshot())?;
-                }
-                frames.done(status)?;
-                frames.flush()
-            }
-            Printer::Text(text) => {
-                text.done(status)?;
-                text.flush()
-            }
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            Printer::Frames(frames) => frames.flush(),
-            Printer::Text(text) => text.flush(),
-        }
-    }
-}
-
 pub async fn run(args: TailArgs) -> Result<(), String> {
     let id = args.session_id.as_str();
     let mut interrupted = std::pin::pin!(tokio::signal::ctrl_c());
@@ -96,68 +59,99 @@ pub async fn run(args: TailArgs) -> Result<(), String> {
     }) else {
         return Ok(());
     };
-    let mut timeline = timeline_at(&mut reader.store, id, events).await?;
-    let failed = |e: std::io::Error| format!("cannot write: {e}");
+    let store = &mut reader.store;
     let output = args.output.unwrap_or(if std::io::stdout().is_terminal() {
         TailOutput::Text
     } else {
         TailOutput::Jsonl
     });
-    let mut printer = match output {
-        TailOutput::Jsonl => {
-            let mut frames = FrameWriter::new(std::io::stdout().lock(), id);
-            frames.hello().map_err(failed)?;
-            frames.snapshot(timeline.snapshot()).map_err(failed)?;
-            Printer::Frames(frames)
-        }
+    let rendering = match output {
+        TailOutput::Jsonl => Rendering::Frames {
+            backend_events: false,
+        },
         TailOutput::Text => {
-            let so_far = show::fold(&mut reader.store, id, events).await?;
-            let mut text = TextTail::new(std::io::stdout().lock(), show::Paint::for_stdout());
-            text.start(id, events, &so_far).map_err(failed)?;
-            Printer::Text(text)
+            let mut so_far = Transcript::new();
+            each_event(store, id, (0, events), "reading", |entry| {
+                so_far.apply(entry);
+                Ok(())
+            })
+            .await?;
+            Rendering::Follow {
+                colour: colour_on_stdout(),
+                so_far,
+                events_in_log: events,
+            }
         }
     };
-    printer.flush().map_err(failed)?;
-    let store = &mut reader.store;
-    let mut after = events;
+    let mut fanout = Fanout::new();
+    fanout.attach(outputs::sink(rendering, std::io::stdout()));
+    let followed = follow(store, &args, events, &mut fanout, interrupted).await;
+    let failures = fanout.close().await;
+    followed?;
+    match failures.first() {
+        Some(failure) => Err(format!("cannot write: {}", failure.message)),
+        None => Ok(()),
+    }
+}
+
+/// Hands `fanout` the session from `events` on as it is committed: hello, the snapshot at
+/// `events`, each new event, and the snapshot and done `ok` once the writer has gone (done
+/// `stopped` alone when the user stops tail).
+async fn follow(
+    store: &mut TimelineStore,
+    args: &TailArgs,
+    events: u64,
+    fanout: &mut Fanout,
+    mut interrupted: std::pin::Pin<&mut impl Future<Output = std::io::Result<()>>>,
+) -> Result<(), String> {
+    let id = args.session_id.as_str();
+    let failed = |e: reel_engine::StoreError| e.to_string();
+    let mut stream = StoredStream::open(store, id, events, None)
+        .await
+        .map_err(failed)?;
+    fanout.send(stream.hello()).await;
+    fanout.send(stream.snapshot()).await;
     let mut writer_seen = false;
     loop {
-        let page = store
-            .events_page(id, after, PAGE)
-            .await
-            .map_err(|e| e.to_string())?;
-        if let Some(last) = page.last() {
-            after = last.ordinal;
-            for entry in &page {
-                for event in timeline.apply(entry) {
-                    printer.event(event).map_err(failed)?;
-                }
+        fanout.flush().await;
+        if fanout.is_empty() {
+            // Stdout failed: there is nobody left to follow for.
+            return Ok(());
+        }
+        let page = stream.next_page(store).await.map_err(failed)?;
+        if !page.is_empty() {
+            for output in page {
+                fanout.send(output).await;
             }
-            printer.flush().map_err(failed)?;
             continue;
         }
-        let writing = store.writer(id).await.map_err(|e| e.to_string())?.is_some();
+        let writing = store.writer(id).await.map_err(failed)?.is_some();
         writer_seen |= writing;
         let waiting_for_one = args.wait && !writer_seen;
         if !writing && !waiting_for_one {
             // The writer may have committed its last events just before it let go.
-            let rest = store
-                .events_page(id, after, 1)
-                .await
-                .map_err(|e| e.to_string())?;
+            let rest = stream.next_page(store).await.map_err(failed)?;
             if rest.is_empty() {
                 break;
+            }
+            for output in rest {
+                fanout.send(output).await;
             }
             continue;
         }
         let poll = Duration::from_millis(args.poll_ms);
         let wait = store.wait_for_commits(id, poll);
         tokio::select! {
-            _ = &mut interrupted => return printer.end(&timeline, DoneStatus::Stopped).map_err(failed),
-            waited = wait => waited.map_err(|e| e.to_string())?,
+            _ = &mut interrupted => {
+                fanout.send(stream.done(DoneStatus::Stopped)).await;
+                return Ok(());
+            }
+            waited = wait => waited.map_err(failed)?,
         }
     }
-    printer.end(&timeline, DoneStatus::Ok).map_err(failed)
+    fanout.send(stream.snapshot()).await;
+    fanout.send(stream.done(DoneStatus::Ok)).await;
+    Ok(())
 }
 
 /// The database and the session, and its events so far; with `--wait`, once they exist.
@@ -175,25 +169,4 @@ async fn find(args: &TailArgs) -> Result<Option<(Reader, u64)>, String> {
         }
         tokio::time::sleep(APPEAR_POLL).await;
     }
-}
-
-/// The timeline up to `at`: from the newest snapshot at or before it, then its later events.
-async fn timeline_at(
-    store: &mut TimelineStore,
-    id: &str,
-    at: u64,
-) -> Result<TimelineProjection, String> {
-    let state = store
-        .snapshot_at_most(id, at)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut timeline = state.timeline;
-    let from = timeline.last_ordinal();
-    LogPages::new(store, id, from, at)
-        .each("reading", |entry| {
-            timeline.apply(entry);
-            Ok(())
-        })
-        .await?;
-    Ok(timeline)
 }

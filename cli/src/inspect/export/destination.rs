@@ -129,6 +129,15 @@ impl Output {
         }
     }
 
+    /// A second handle on the file, for the sink that writes the export (this one puts it in
+    /// place when the sink is done).
+    pub fn writer(&self) -> io::Result<File> {
+        match self {
+            Output::Replace { file, .. } => file.as_file().try_clone(),
+            Output::Open(file) => file.try_clone(),
+        }
+    }
+
     /// Puts the written export in place.
     pub fn finish(self) -> Result<(), String> {
         match self {
@@ -143,22 +152,6 @@ impl Output {
                 file.persist(&target).map_err(|e| failed(e.error))?;
                 Ok(())
             }
-        }
-    }
-}
-
-impl Write for Output {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Output::Replace { file, .. } => file.write(buf),
-            Output::Open(file) => file.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Output::Replace { file, .. } => file.flush(),
-            Output::Open(file) => file.flush(),
         }
     }
 }

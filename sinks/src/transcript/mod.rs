@@ -1,8 +1,17 @@
 //! A session as a person reads it: runs, each with its prompt, what the model thought and said,
 //! the tools it called with their results, and how the run ended (status, time, usage).
 //!
-//! A pure fold of the log, like the engine's projections; `show`, the markdown and the HTML
-//! exports render it. It holds the session's text, never its events.
+//! A pure fold of the log, like the engine's projections, rendered by [`TranscriptSink`] as
+//! markdown, HTML or terminal text, and by [`crate::FollowTextSink`] before it follows. It holds
+//! the session's text, never its events.
+
+mod html;
+mod markdown;
+mod sink;
+mod terminal;
+
+pub use sink::{TranscriptFormat, TranscriptSink};
+pub use terminal::{Paint, render};
 
 use std::collections::HashMap;
 

@@ -5,10 +5,8 @@
 
 use std::io::Write;
 
-use crate::inspect::{
-    is_bidi_control,
-    transcript::{Block, Transcript, reported, usage_line},
-};
+use super::{Block, Transcript, reported, usage_line};
+use crate::printable::is_bidi_control;
 
 const STYLE: &str = "\
 :root{--fg:#1d2129;--muted:#6b7280;--line:#e5e7eb;--user:#eef5ff;--tool:#fff8e6;--err:#b42318}

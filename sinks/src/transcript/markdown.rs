@@ -7,7 +7,8 @@
 
 use std::io::Write;
 
-use crate::inspect::transcript::{Block, Transcript, reported, usage_line};
+use super::{Block, Transcript, reported, usage_line};
+use crate::printable::printable;
 
 pub fn write(
     out: &mut impl Write,
@@ -108,7 +109,7 @@ const INLINE_SYNTAX: &str = "\\`*_[]<>&|~";
 /// [`INLINE_SYNTAX`] everywhere, and what would start a heading, a list, a quote or a rule at
 /// the line's start. Other punctuation stays as it is, so the markdown source stays readable.
 fn escaped_line(text: &str) -> String {
-    let text = crate::inspect::printable(text).replace(['\n', '\r'], " ");
+    let text = printable(text).replace(['\n', '\r'], " ");
     let mut out = String::with_capacity(text.len() + text.len() / 8);
     // An ordered list starts with digits and '.' or ')': the mark after the digits is escaped.
     let digits = text.chars().take_while(char::is_ascii_digit).count();
@@ -126,7 +127,7 @@ fn escaped_line(text: &str) -> String {
 /// `text` as an inline code span that nothing inside can end: delimited by more backticks
 /// than its longest run of them (CommonMark), on one line.
 fn code_span(text: &str) -> String {
-    let text: String = crate::inspect::printable(text)
+    let text: String = printable(text)
         .chars()
         .map(|c| if c == '\n' || c == '\t' { ' ' } else { c })
         .collect();
@@ -143,7 +144,7 @@ fn code_span(text: &str) -> String {
 fn fenced(text: &str, language: &str) -> String {
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat((longest + 1).max(3));
-    let text = crate::inspect::printable(text);
+    let text = printable(text);
     let text = text.strip_suffix('\n').unwrap_or(&text);
     format!("{fence}{language}\n{text}\n{fence}")
 }
