@@ -6,11 +6,12 @@
 mod lease;
 mod location;
 mod postgres;
-mod postgres_catalog;
 mod rows;
 mod schema;
+mod sql_store;
+#[cfg(test)]
+mod sql_store_tests;
 mod sqlite;
-mod sqlite_catalog;
 mod sqlite_file;
 mod sqlite_lease;
 mod timeline_store;

@@ -12,12 +12,9 @@
 //! migration table, make reel refuse the database untouched. A read-only store's connection
 //! refuses every write.
 
-use std::str::FromStr;
+use std::{str::FromStr, time::Duration};
 
-use reel_engine::{
-    Commit, LogEntry, LogStore, RunStatus, SessionCatalog, SessionState, StoreError, run_tally,
-};
-use reel_proto::rpc::SnapshotEntity;
+use reel_engine::{Commit, StoreError};
 use sqlx::{
     Connection, PgConnection, Row,
     postgres::{PgConnectOptions, PgListener},
@@ -25,16 +22,17 @@ use sqlx::{
 
 use crate::{
     Access,
-    rows::{entity_from, entity_json, event_json, now_ms, to_i64},
+    rows::{db, entity_json, event_json, to_i64},
     schema::{self, MIGRATION_TABLE, POSTGRES_MIGRATIONS, REEL_TABLES, Schema},
+    sql_store::Backend,
 };
 
 /// The channel every commit notifies, with the session id as payload.
-pub(crate) const NOTIFY_CHANNEL: &str = "reel_events";
+const NOTIFY_CHANNEL: &str = "reel_events";
 
 /// How a commit's lease check finds the holder of a session's advisory lock (a bigint lock
 /// shows in pg_locks as classid, the high half, and objid, the low half).
-pub(crate) const LOCK_HOLDER: &str = "SELECT l.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid, \
+const LOCK_HOLDER: &str = "SELECT l.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid, \
      (SELECT hashtextextended($1, 0) AS h) k \
      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
@@ -111,7 +109,7 @@ impl PostgresStore {
     }
 
     /// The connection that hears every commit's notification, made on first use.
-    pub(crate) async fn listener(&mut self) -> Result<&mut PgListener, StoreError> {
+    async fn listener(&mut self) -> Result<&mut PgListener, StoreError> {
         if self.listener.is_none() {
             let failed = |e: sqlx::Error| {
                 StoreError::Database(format!("cannot listen for commits on {}: {e}", self.shown))
@@ -140,6 +138,33 @@ impl PostgresStore {
                 row.get::<Option<String>, _>(1).unwrap_or_default(),
             )
         }))
+    }
+
+    /// Takes the session's lock from the connection holding it (ending that connection),
+    /// and names whom it was taken from.
+    async fn steal_lock(&mut self, session_id: &str) -> Result<String, StoreError> {
+        let Some((pid, name)) = self.lock_holder(session_id).await? else {
+            return Err(StoreError::Busy(format!(
+                "session {session_id:?} is locked on {} by a connection reel cannot see (another database user?)",
+                self.shown
+            )));
+        };
+        // The lock is the holder's connection's: ending the connection frees it.
+        sqlx::query("SELECT pg_terminate_backend($1)")
+            .bind(pid)
+            .execute(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        for _ in 0..50 {
+            if self.try_lock(session_id).await? {
+                return Ok(format!("{name} (server process {pid})"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(StoreError::Busy(format!(
+            "session {session_id:?} on {} is still locked 5 s after ending its holder's connection",
+            self.shown
+        )))
     }
 
     async fn try_lock(&mut self, session_id: &str) -> Result<bool, StoreError> {
@@ -184,24 +209,18 @@ async fn read_schema(conn: &mut PgConnection) -> Result<Result<Schema, String>, 
     Ok(schema::judge_tables(&clashing))
 }
 
-fn db(error: sqlx::Error) -> StoreError {
-    StoreError::Database(error.to_string())
-}
-
 #[async_trait::async_trait]
-impl LogStore for PostgresStore {
-    async fn exists(&mut self, session_id: &str) -> Result<bool, StoreError> {
-        let row = sqlx::query("SELECT 1 FROM sessions WHERE session_id = $1")
-            .bind(session_id)
-            .fetch_optional(&mut self.conn)
-            .await
-            .map_err(|e| self.error(&e))?;
-        Ok(row.is_some())
-    }
-
-    async fn lease(&mut self, session_id: &str) -> Result<(), StoreError> {
+impl Backend for PostgresStore {
+    async fn take_lease(
+        &mut self,
+        session_id: &str,
+        steal: bool,
+    ) -> Result<Option<String>, StoreError> {
         if self.try_lock(session_id).await? {
-            return Ok(());
+            return Ok(None);
+        }
+        if steal {
+            return self.steal_lock(session_id).await.map(Some);
         }
         let holder = match self.lock_holder(session_id).await? {
             Some((_, name)) if !name.is_empty() => format!(" ({name})"),
@@ -213,212 +232,30 @@ impl LogStore for PostgresStore {
         )))
     }
 
-    async fn steal_lease(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
-        if self.try_lock(session_id).await? {
-            return Ok(None);
-        }
-        let Some((pid, name)) = self.lock_holder(session_id).await? else {
-            return Err(StoreError::Busy(format!(
-                "session {session_id:?} is locked on {} by a connection reel cannot see (another database user?)",
-                self.shown
-            )));
-        };
-        // The lock is the holder's connection's: ending the connection frees it.
-        sqlx::query("SELECT pg_terminate_backend($1)")
-            .bind(pid)
-            .execute(&mut self.conn)
-            .await
-            .map_err(|e| self.error(&e))?;
-        for _ in 0..50 {
-            if self.try_lock(session_id).await? {
-                return Ok(Some(format!("{name} (server process {pid})")));
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        Err(StoreError::Busy(format!(
-            "session {session_id:?} on {} is still locked 5 s after ending its holder's connection",
-            self.shown
-        )))
+    async fn heartbeat(&mut self, _session_id: &str) -> Result<(), StoreError> {
+        // The lock lives as long as the connection: there is nothing to renew.
+        Ok(())
     }
 
-    async fn remove(&mut self, session_id: &str) -> Result<(), StoreError> {
+    async fn delete_session(&mut self, session_id: &str) -> Result<(), StoreError> {
         let mut tx = self.conn.begin().await.map_err(db)?;
-        for table in ["events", "entities", "snapshots", "turns", "sessions"] {
-            let sql = format!("DELETE FROM {table} WHERE session_id = $1");
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(session_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db)?;
-        }
+        Self::delete_rows(&mut tx, session_id).await?;
         tx.commit().await.map_err(db)
     }
 
-    async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError> {
-        self.snapshot_at_most(session_id, u64::MAX).await
-    }
-
-    async fn entities_ordinal(&mut self, session_id: &str) -> Result<u64, StoreError> {
-        let row = sqlx::query("SELECT entities_ordinal FROM sessions WHERE session_id = $1")
-            .bind(session_id)
-            .fetch_optional(&mut self.conn)
-            .await
-            .map_err(|e| self.error(&e))?;
-        Ok(row.map_or(0, |row| row.get::<i64, _>(0) as u64))
-    }
-
-    async fn events(&mut self, session_id: &str, after: u64) -> Result<Vec<LogEntry>, StoreError> {
-        self.events_page(session_id, after, u32::MAX).await
-    }
-
-    async fn entities(
+    async fn write_commit(
         &mut self,
         session_id: &str,
-    ) -> Result<(u64, Vec<SnapshotEntity>), StoreError> {
-        let ordinal = self.entities_ordinal(session_id).await?;
-        let rows = sqlx::query(
-            "SELECT entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json FROM entities \
-             WHERE session_id = $1 ORDER BY created_ordinal, entity_id",
-        )
-        .bind(session_id)
-        .fetch_all(&mut self.conn)
-        .await
-        .map_err(|e| self.error(&e))?;
-        let entities = rows
-            .iter()
-            .map(|row| {
-                entity_from(
-                    session_id,
-                    row.get(0),
-                    row.get(1),
-                    row.get(2),
-                    row.get(3),
-                    row.get(4),
-                    row.get(5),
-                )
-            })
-            .collect::<Result<_, _>>()?;
-        Ok((ordinal, entities))
-    }
-
-    async fn commit(&mut self, session_id: &str, commit: &Commit) -> Result<(), StoreError> {
-        let Some(last) = commit
-            .events
-            .last()
-            .map(|e| e.ordinal)
-            .or(commit.entities_ordinal)
-        else {
-            return Ok(());
-        };
+        commit: &Commit,
+        last: u64,
+    ) -> Result<(), StoreError> {
         let shown = self.shown.clone();
         let mut tx = self.conn.begin().await.map_err(db)?;
-        // A session's row is made by its first commit, so a writer that fails before storing
-        // anything leaves no empty session behind.
-        let now = now_ms();
-        sqlx::query("INSERT INTO sessions (session_id, created_at, updated_at) VALUES ($1, $2, $2) ON CONFLICT (session_id) DO NOTHING")
-            .bind(session_id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        let stored: i64 =
-            sqlx::query("SELECT last_ordinal FROM sessions WHERE session_id = $1 FOR UPDATE")
-                .bind(session_id)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(db)?
-                .get(0);
-        if let Some(first) = commit.events.first()
-            && first.ordinal != stored as u64 + 1
-        {
-            return Err(StoreError::Damaged(format!(
-                "session {session_id:?} on {shown} ends at ordinal {stored}, but the next event is {}: another writer?",
-                first.ordinal
-            )));
-        }
-        if !commit.events.is_empty() {
-            let mut ordinals = Vec::with_capacity(commit.events.len());
-            let mut names = Vec::with_capacity(commit.events.len());
-            let mut payloads = Vec::with_capacity(commit.events.len());
-            let mut times = Vec::with_capacity(commit.events.len());
-            for entry in &commit.events {
-                ordinals.push(to_i64(entry.ordinal));
-                names.push(entry.name().to_owned());
-                payloads.push(event_json(entry)?);
-                times.push(to_i64(entry.recorded_at_ms));
-            }
-            sqlx::query(
-                "INSERT INTO events (session_id, ordinal, name, payload_json, created_at) \
-                 SELECT $1, o, n, p, t FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::bigint[]) AS e(o, n, p, t)",
-            )
-            .bind(session_id)
-            .bind(&ordinals)
-            .bind(&names)
-            .bind(&payloads)
-            .bind(&times)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        }
-        if !commit.entities.is_empty() {
-            let mut ids = Vec::new();
-            let mut kinds = Vec::new();
-            let mut created = Vec::new();
-            let mut changed = Vec::new();
-            let mut tombstones = Vec::new();
-            let mut payloads = Vec::new();
-            for entity in &commit.entities {
-                ids.push(entity.id.clone());
-                kinds.push(entity.kind.clone());
-                created.push(to_i64(entity.created_ordinal));
-                changed.push(to_i64(entity.last_event_ordinal));
-                tombstones.push(entity.tombstone);
-                payloads.push(entity_json(entity)?);
-            }
-            sqlx::query(
-                "INSERT INTO entities (session_id, entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json) \
-                 SELECT $1, i, k, c, l, d, p FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::boolean[], $7::text[]) AS e(i, k, c, l, d, p) \
-                 ON CONFLICT (session_id, entity_id) DO UPDATE SET kind = excluded.kind, created_ordinal = excluded.created_ordinal, \
-                 last_event_ordinal = excluded.last_event_ordinal, tombstone = excluded.tombstone, payload_json = excluded.payload_json",
-            )
-            .bind(session_id)
-            .bind(&ids)
-            .bind(&kinds)
-            .bind(&created)
-            .bind(&changed)
-            .bind(&tombstones)
-            .bind(&payloads)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        }
-        if let Some((ordinal, state)) = &commit.snapshot {
-            sqlx::query("INSERT INTO snapshots (session_id, ordinal, state_json, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
-                .bind(session_id)
-                .bind(to_i64(*ordinal))
-                .bind(state)
-                .bind(now_ms())
-                .execute(&mut *tx)
-                .await
-                .map_err(db)?;
-            sqlx::query("DELETE FROM snapshots WHERE session_id = $1 AND ordinal < (SELECT min(ordinal) FROM (SELECT ordinal FROM snapshots WHERE session_id = $1 ORDER BY ordinal DESC LIMIT 2) AS newest)")
-                .bind(session_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db)?;
-        }
-        let (runs, status) = run_tally(&commit.events);
-        sqlx::query("UPDATE sessions SET last_ordinal = greatest(last_ordinal, $1), updated_at = $2, entities_ordinal = coalesce($3, entities_ordinal), title = CASE WHEN title = '' THEN coalesce($4, '') ELSE title END, runs = runs + $6, last_run_status = coalesce($7, last_run_status) WHERE session_id = $5")
-            .bind(to_i64(last))
-            .bind(now_ms())
-            .bind(commit.entities_ordinal.map(to_i64))
-            .bind(commit.title.as_deref())
-            .bind(session_id)
-            .bind(to_i64(runs))
-            .bind(status.map(RunStatus::as_str))
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
+        // The session's row stays locked until the commit ends: one writer at a time.
+        Self::begin_commit(&mut tx, session_id, commit, (&shown, " FOR UPDATE")).await?;
+        insert_events(&mut tx, session_id, commit).await?;
+        upsert_entities(&mut tx, session_id, commit).await?;
+        Self::end_commit(&mut tx, session_id, commit, last).await?;
         // Followers (`reel tail`) hear of the commit when it becomes visible.
         sqlx::query("SELECT pg_notify($1, $2)")
             .bind(NOTIFY_CHANNEL)
@@ -429,7 +266,7 @@ impl LogStore for PostgresStore {
         tx.commit().await.map_err(db)
     }
 
-    async fn release(&mut self, session_id: &str) -> Result<(), StoreError> {
+    async fn give_up_lease(&mut self, session_id: &str) -> Result<(), StoreError> {
         sqlx::query("SELECT pg_advisory_unlock(hashtextextended($1, 0))")
             .bind(session_id)
             .execute(&mut self.conn)
@@ -437,4 +274,96 @@ impl LogStore for PostgresStore {
             .map_err(|e| self.error(&e))?;
         Ok(())
     }
+
+    async fn live_writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.lock_holder(session_id).await?.map(|(_, name)| name))
+    }
+
+    async fn commits_heard(
+        &mut self,
+        _session_id: &str,
+        _poll: Duration,
+    ) -> Result<(), StoreError> {
+        // Every commit notifies the channel; a second's timeout also notices a writer that
+        // died (its lock gone without a last commit).
+        let listener = self.listener().await?;
+        let _ = tokio::time::timeout(Duration::from_secs(1), listener.recv()).await;
+        Ok(())
+    }
+}
+
+/// The commit's events, in one `INSERT ... SELECT FROM UNNEST` (one statement, any count).
+async fn insert_events(
+    conn: &mut PgConnection,
+    session_id: &str,
+    commit: &Commit,
+) -> Result<(), StoreError> {
+    if commit.events.is_empty() {
+        return Ok(());
+    }
+    let mut ordinals = Vec::with_capacity(commit.events.len());
+    let mut names = Vec::with_capacity(commit.events.len());
+    let mut payloads = Vec::with_capacity(commit.events.len());
+    let mut times = Vec::with_capacity(commit.events.len());
+    for entry in &commit.events {
+        ordinals.push(to_i64(entry.ordinal));
+        names.push(entry.name().to_owned());
+        payloads.push(event_json(entry)?);
+        times.push(to_i64(entry.recorded_at_ms));
+    }
+    sqlx::query(
+            "INSERT INTO events (session_id, ordinal, name, payload_json, created_at) \
+             SELECT $1, o, n, p, t FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::bigint[]) AS e(o, n, p, t)",
+        )
+        .bind(session_id)
+        .bind(&ordinals)
+        .bind(&names)
+        .bind(&payloads)
+        .bind(&times)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    Ok(())
+}
+
+/// The commit's entities, inserted or updated in one statement.
+async fn upsert_entities(
+    conn: &mut PgConnection,
+    session_id: &str,
+    commit: &Commit,
+) -> Result<(), StoreError> {
+    if commit.entities.is_empty() {
+        return Ok(());
+    }
+    let mut ids = Vec::new();
+    let mut kinds = Vec::new();
+    let mut created = Vec::new();
+    let mut changed = Vec::new();
+    let mut tombstones = Vec::new();
+    let mut payloads = Vec::new();
+    for entity in &commit.entities {
+        ids.push(entity.id.clone());
+        kinds.push(entity.kind.clone());
+        created.push(to_i64(entity.created_ordinal));
+        changed.push(to_i64(entity.last_event_ordinal));
+        tombstones.push(entity.tombstone);
+        payloads.push(entity_json(entity)?);
+    }
+    sqlx::query(
+            "INSERT INTO entities (session_id, entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json) \
+             SELECT $1, i, k, c, l, d, p FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::boolean[], $7::text[]) AS e(i, k, c, l, d, p) \
+             ON CONFLICT (session_id, entity_id) DO UPDATE SET kind = excluded.kind, created_ordinal = excluded.created_ordinal, \
+             last_event_ordinal = excluded.last_event_ordinal, tombstone = excluded.tombstone, payload_json = excluded.payload_json",
+        )
+        .bind(session_id)
+        .bind(&ids)
+        .bind(&kinds)
+        .bind(&created)
+        .bind(&changed)
+        .bind(&tombstones)
+        .bind(&payloads)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    Ok(())
 }

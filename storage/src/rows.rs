@@ -3,6 +3,11 @@
 use reel_engine::{ContextMessage, LogEntry, RunStatus, SessionState, StoreError};
 use reel_proto::{Any, chat::UsageInfo, json, rpc::SnapshotEntity};
 
+/// A failed statement inside a transaction (the store names its database around it).
+pub fn db(error: sqlx::Error) -> StoreError {
+    StoreError::Database(error.to_string())
+}
+
 /// An event's payload as canonical protobuf JSON ("@type" first).
 pub fn event_json(entry: &LogEntry) -> Result<String, StoreError> {
     json::to_string(&entry.event)

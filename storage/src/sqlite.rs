@@ -14,19 +14,17 @@ use std::{
     time::Duration,
 };
 
-use reel_engine::{
-    Commit, LogEntry, LogStore, RunStatus, SessionCatalog, SessionState, StoreError, run_tally,
-};
-use reel_proto::rpc::SnapshotEntity;
+use reel_engine::{Commit, StoreError};
 use sqlx::{
     AssertSqlSafe, ConnectOptions, Row, SqliteConnection,
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous},
 };
 
 use crate::{
-    Access, lease,
-    rows::{entity_from, entity_json, event_json, now_ms, to_i64},
+    Access,
+    rows::{db, entity_json, event_json, to_i64},
     schema::{SQLITE_MIGRATIONS, Schema},
+    sql_store::Backend,
     sqlite_file::{self, FileState, Identity},
     sqlite_lease::renew,
 };
@@ -144,7 +142,7 @@ impl SqliteStore {
     }
 
     /// Fails when the file reel opened is no longer the file at the path.
-    fn check_file(&self) -> Result<(), StoreError> {
+    pub(crate) fn check_file(&self) -> Result<(), StoreError> {
         match &self.identity {
             Some(identity) => identity.check(&self.file),
             None => Ok(()),
@@ -199,30 +197,17 @@ fn read_only(path: &str) -> bool {
     Path::new(path).exists() && std::fs::OpenOptions::new().append(true).open(path).is_err()
 }
 
-pub(crate) fn db(error: sqlx::Error) -> StoreError {
-    StoreError::Database(error.to_string())
-}
-
 #[async_trait::async_trait]
-impl LogStore for SqliteStore {
-    async fn exists(&mut self, session_id: &str) -> Result<bool, StoreError> {
-        let row = sqlx::query("SELECT 1 FROM sessions WHERE session_id = ?")
-            .bind(session_id)
-            .fetch_optional(&mut self.conn)
-            .await
-            .map_err(|e| self.error(&e))?;
-        Ok(row.is_some())
+impl Backend for SqliteStore {
+    async fn take_lease(
+        &mut self,
+        session_id: &str,
+        steal: bool,
+    ) -> Result<Option<String>, StoreError> {
+        self.lease_row(session_id, steal).await
     }
 
-    async fn lease(&mut self, session_id: &str) -> Result<(), StoreError> {
-        self.take_lease(session_id, false).await.map(drop)
-    }
-
-    async fn steal_lease(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
-        self.take_lease(session_id, true).await
-    }
-
-    async fn renew_lease(&mut self, session_id: &str) -> Result<(), StoreError> {
+    async fn heartbeat(&mut self, session_id: &str) -> Result<(), StoreError> {
         renew(&mut self.conn, session_id)
             .await
             .map_err(|e| match e {
@@ -234,154 +219,44 @@ impl LogStore for SqliteStore {
         self.check_file()
     }
 
-    async fn remove(&mut self, session_id: &str) -> Result<(), StoreError> {
+    async fn delete_session(&mut self, session_id: &str) -> Result<(), StoreError> {
         let session_id = session_id.to_owned();
-        self.immediate(async move |conn| {
-            for table in ["events", "entities", "snapshots", "turns", "sessions"] {
-                let sql = format!("DELETE FROM {table} WHERE session_id = ?");
-                sqlx::query(AssertSqlSafe(sql))
-                    .bind(&session_id)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db)?;
-            }
-            Ok(())
-        })
-        .await
-    }
-
-    async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError> {
-        self.snapshot_at_most(session_id, u64::MAX).await
-    }
-
-    async fn entities_ordinal(&mut self, session_id: &str) -> Result<u64, StoreError> {
-        let row = sqlx::query("SELECT entities_ordinal FROM sessions WHERE session_id = ?")
-            .bind(session_id)
-            .fetch_optional(&mut self.conn)
+        self.immediate(async move |conn| Self::delete_rows(conn, &session_id).await)
             .await
-            .map_err(|e| self.error(&e))?;
-        Ok(row.map_or(0, |row| row.get::<i64, _>(0) as u64))
     }
 
-    async fn events(&mut self, session_id: &str, after: u64) -> Result<Vec<LogEntry>, StoreError> {
-        self.events_page(session_id, after, u32::MAX).await
-    }
-
-    async fn entities(
+    async fn write_commit(
         &mut self,
         session_id: &str,
-    ) -> Result<(u64, Vec<SnapshotEntity>), StoreError> {
-        let ordinal = self.entities_ordinal(session_id).await?;
-        let rows = sqlx::query(
-            "SELECT entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json FROM entities \
-             WHERE session_id = ? ORDER BY created_ordinal, entity_id",
-        )
-        .bind(session_id)
-        .fetch_all(&mut self.conn)
-        .await
-        .map_err(|e| self.error(&e))?;
-        let entities = rows
-            .iter()
-            .map(|row| {
-                entity_from(
-                    session_id,
-                    row.get(0),
-                    row.get(1),
-                    row.get(2),
-                    row.get(3),
-                    row.get(4),
-                    row.get(5),
-                )
-            })
-            .collect::<Result<_, _>>()?;
-        Ok((ordinal, entities))
-    }
-
-    async fn commit(&mut self, session_id: &str, commit: &Commit) -> Result<(), StoreError> {
-        let Some(last) = commit
-            .events
-            .last()
-            .map(|e| e.ordinal)
-            .or(commit.entities_ordinal)
-        else {
-            return Ok(());
-        };
+        commit: &Commit,
+        last: u64,
+    ) -> Result<(), StoreError> {
         let session_id = session_id.to_owned();
         let path = self.path.clone();
         self.immediate(async move |conn| {
             renew(&mut *conn, &session_id).await?;
-            // A session's row is made by its first commit, so a writer that fails before
-            // storing anything leaves no empty session behind.
-            let stored: Option<i64> = sqlx::query("SELECT last_ordinal FROM sessions WHERE session_id = ?")
-                .bind(&session_id)
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(db)?
-                .map(|row| row.get(0));
-            let stored = match stored {
-                Some(stored) => stored,
-                None => {
-                    let now = now_ms();
-                    sqlx::query("INSERT INTO sessions (session_id, created_at, updated_at) VALUES (?, ?, ?)")
-                        .bind(&session_id)
-                        .bind(now)
-                        .bind(now)
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(db)?;
-                    0
-                }
-            };
-            if let Some(first) = commit.events.first()
-                && first.ordinal != stored as u64 + 1
-            {
-                return Err(StoreError::Damaged(format!(
-                    "session {session_id:?} in {path} ends at ordinal {stored}, but the next event is {}: another writer?",
-                    first.ordinal
-                )));
-            }
+            // BEGIN IMMEDIATE holds the write lock already: the row needs no lock of its own.
+            Self::begin_commit(conn, &session_id, commit, (&path, "")).await?;
             insert_events(conn, &session_id, commit).await?;
             upsert_entities(conn, &session_id, commit).await?;
-            if let Some((ordinal, state)) = &commit.snapshot {
-                sqlx::query("INSERT INTO snapshots (session_id, ordinal, state_json, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (session_id, ordinal) DO NOTHING")
-                    .bind(&session_id)
-                    .bind(to_i64(*ordinal))
-                    .bind(state)
-                    .bind(now_ms())
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db)?;
-                sqlx::query("DELETE FROM snapshots WHERE session_id = ?1 AND ordinal < (SELECT min(ordinal) FROM (SELECT ordinal FROM snapshots WHERE session_id = ?1 ORDER BY ordinal DESC LIMIT 2))")
-                    .bind(&session_id)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db)?;
-            }
-            let (runs, status) = run_tally(&commit.events);
-            sqlx::query("UPDATE sessions SET last_ordinal = max(last_ordinal, ?), updated_at = ?, entities_ordinal = coalesce(?, entities_ordinal), title = CASE WHEN title = '' THEN coalesce(?, '') ELSE title END, runs = runs + ?, last_run_status = coalesce(?, last_run_status) WHERE session_id = ?")
-                .bind(to_i64(last))
-                .bind(now_ms())
-                .bind(commit.entities_ordinal.map(to_i64))
-                .bind(commit.title.as_deref())
-                .bind(to_i64(runs))
-                .bind(status.map(RunStatus::as_str))
-                .bind(&session_id)
-                .execute(&mut *conn)
-                .await
-                .map_err(db)?;
-            Ok(())
+            Self::end_commit(conn, &session_id, commit, last).await
         })
         .await
     }
 
-    async fn release(&mut self, session_id: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM leases WHERE session_id = ? AND owner = ?")
-            .bind(session_id)
-            .bind(lease::this_process())
-            .execute(&mut self.conn)
-            .await
-            .map_err(|e| self.error(&e))?;
+    async fn give_up_lease(&mut self, session_id: &str) -> Result<(), StoreError> {
+        self.release_row(session_id).await?;
         self.checkpoint().await
+    }
+
+    async fn live_writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
+        self.lease_holder(session_id).await
+    }
+
+    async fn commits_heard(&mut self, _session_id: &str, poll: Duration) -> Result<(), StoreError> {
+        // Nothing tells a SQLite reader of another process's commit: look again after `poll`.
+        tokio::time::sleep(poll).await;
+        Ok(())
     }
 }
 

@@ -5,12 +5,15 @@
 use reel_engine::StoreError;
 use sqlx::{Row, SqliteConnection};
 
-use crate::{SqliteStore, lease, rows::now_ms, sqlite::db};
+use crate::{
+    SqliteStore, lease,
+    rows::{db, now_ms},
+};
 
 impl SqliteStore {
     /// Takes the session's lease inside a write transaction; `steal` takes it from a live
     /// holder too. Returns the previous holder that was overruled.
-    pub(crate) async fn take_lease(
+    pub(crate) async fn lease_row(
         &mut self,
         session_id: &str,
         steal: bool,
@@ -48,6 +51,38 @@ impl SqliteStore {
             Ok(overruled)
         })
         .await
+    }
+}
+
+impl SqliteStore {
+    /// Gives up this process's lease of the session.
+    pub(crate) async fn release_row(&mut self, session_id: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM leases WHERE session_id = $1 AND owner = $2")
+            .bind(session_id)
+            .bind(lease::this_process())
+            .execute(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        Ok(())
+    }
+
+    /// The owner of the session's lease while it is alive (see [`lease::holder`]).
+    pub(crate) async fn lease_holder(
+        &mut self,
+        session_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT owner, heartbeat_at FROM leases WHERE session_id = $1")
+            .bind(session_id)
+            .fetch_optional(&mut self.conn)
+            .await
+            .map_err(|e| self.error(&e))?;
+        Ok(row.and_then(|row| {
+            let owner: String = row.get(0);
+            match lease::holder(&owner, row.get(1), now_ms()) {
+                lease::Holder::Live { .. } => Some(owner),
+                lease::Holder::Free => None,
+            }
+        }))
     }
 }
 

@@ -1,0 +1,396 @@
+//! The SQL both backends share. SQLite and PostgreSQL hold the same tables and both take `$N`
+//! placeholders, so reading sessions, their events, entities and snapshots, and the parts of a
+//! commit that are plain SQL (the session's row, snapshots) are written once, here. What differs
+//! is each backend's [`Backend`]: how a session is leased (a `leases` row or an advisory lock),
+//! how a commit's transaction is opened and its rows batched (multi-row `VALUES` or `UNNEST`),
+//! and how a follower hears of commits (polling or LISTEN/NOTIFY).
+//!
+//! [`sql_store!`] implements the engine's `LogStore` and `SessionCatalog` for a store from the
+//! two: the shared SQL, and the backend's own pieces.
+
+use std::time::Duration;
+
+use reel_engine::{
+    Commit, LogEntry, LogStore, RunStatus, SessionCatalog, SessionState, SessionSummary,
+    StoreError, run_tally,
+};
+use reel_proto::rpc::SnapshotEntity;
+use sqlx::{PgConnection, Row, SqliteConnection};
+
+use crate::{
+    PostgresStore, SqliteStore,
+    rows::{db, entity_from, event_from, now_ms, state_from, to_i64},
+};
+
+/// Whether the store holds the session.
+pub const EXISTS: &str = "SELECT 1 FROM sessions WHERE session_id = $1";
+
+/// The ordinal the session's stored entities are as of.
+pub const ENTITIES_ORDINAL: &str = "SELECT entities_ordinal FROM sessions WHERE session_id = $1";
+
+/// The session's entities, in the order they were created.
+pub const ENTITIES: &str = "SELECT entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json \
+     FROM entities WHERE session_id = $1 ORDER BY created_ordinal, entity_id";
+
+/// Every session's summary, most recently updated first.
+pub const SESSIONS: &str = "SELECT session_id, title, created_at, updated_at, last_ordinal, runs, last_run_status \
+     FROM sessions ORDER BY updated_at DESC, session_id";
+
+/// One session's summary (the columns of [`SESSIONS`]).
+pub const SUMMARY: &str = "SELECT session_id, title, created_at, updated_at, last_ordinal, runs, last_run_status \
+     FROM sessions WHERE session_id = $1";
+
+/// Up to `$3` events after ordinal `$2`.
+pub const EVENTS_PAGE: &str = "SELECT ordinal, payload_json, created_at FROM events \
+     WHERE session_id = $1 AND ordinal > $2 ORDER BY ordinal LIMIT $3";
+
+/// The newest snapshot at or before ordinal `$2`.
+pub const SNAPSHOT_AT_MOST: &str = "SELECT ordinal, state_json FROM snapshots \
+     WHERE session_id = $1 AND ordinal <= $2 ORDER BY ordinal DESC LIMIT 1";
+
+/// A session's row, made by its first commit (so a writer that fails before storing anything
+/// leaves no empty session behind).
+pub const CREATE_SESSION: &str = "INSERT INTO sessions (session_id, created_at, updated_at) \
+     VALUES ($1, $2, $2) ON CONFLICT (session_id) DO NOTHING";
+
+/// The session's stored last ordinal (a backend that must lock the row appends its clause).
+pub const LAST_ORDINAL: &str = "SELECT last_ordinal FROM sessions WHERE session_id = $1";
+
+/// A snapshot, then every snapshot but the newest two goes (a snapshot holds the whole state).
+pub const INSERT_SNAPSHOT: &str = "INSERT INTO snapshots (session_id, ordinal, state_json, created_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (session_id, ordinal) DO NOTHING";
+pub const PRUNE_SNAPSHOTS: &str = "DELETE FROM snapshots WHERE session_id = $1 AND ordinal < \
+     (SELECT min(ordinal) FROM (SELECT ordinal FROM snapshots WHERE session_id = $1 ORDER BY ordinal DESC LIMIT 2) AS newest)";
+
+/// What a commit changes in the session's row: its last ordinal, time, entities' ordinal,
+/// title (once), run count and newest run's status.
+pub const UPDATE_SESSION: &str = "UPDATE sessions SET \
+     last_ordinal = CASE WHEN last_ordinal > $1 THEN last_ordinal ELSE $1 END, updated_at = $2, \
+     entities_ordinal = coalesce($3, entities_ordinal), \
+     title = CASE WHEN title = '' THEN coalesce($4, '') ELSE title END, \
+     runs = runs + $5, last_run_status = coalesce($6, last_run_status) WHERE session_id = $7";
+
+/// The tables that hold a session, emptied by `remove` (its row last).
+const SESSION_TABLES: [&str; 5] = ["events", "entities", "snapshots", "turns", "sessions"];
+
+/// What differs between the backends, implemented by each store.
+#[async_trait::async_trait]
+pub trait Backend {
+    /// Takes the session for this process; with `steal`, from a live holder too, whom it names.
+    async fn take_lease(
+        &mut self,
+        session_id: &str,
+        steal: bool,
+    ) -> Result<Option<String>, StoreError>;
+
+    /// Tells the store this process still holds the session.
+    async fn heartbeat(&mut self, session_id: &str) -> Result<(), StoreError>;
+
+    /// Deletes the session's rows from every table, in one transaction.
+    async fn delete_session(&mut self, session_id: &str) -> Result<(), StoreError>;
+
+    /// Makes `commit` durable in one transaction; `last` is the ordinal it ends at.
+    async fn write_commit(
+        &mut self,
+        session_id: &str,
+        commit: &Commit,
+        last: u64,
+    ) -> Result<(), StoreError>;
+
+    /// Gives the session up.
+    async fn give_up_lease(&mut self, session_id: &str) -> Result<(), StoreError>;
+
+    /// The live process writing the session, if any.
+    async fn live_writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError>;
+
+    /// Waits until new events of the session may have been committed.
+    async fn commits_heard(&mut self, session_id: &str, poll: Duration) -> Result<(), StoreError>;
+}
+
+/// Fails when a commit does not continue the stored log: its first event must follow the
+/// stored last ordinal (another writer got in between otherwise).
+pub fn check_continues(
+    session_id: &str,
+    place: &str,
+    stored: i64,
+    commit: &Commit,
+) -> Result<(), StoreError> {
+    match commit.events.first() {
+        Some(first) if first.ordinal != stored as u64 + 1 => Err(StoreError::Damaged(format!(
+            "session {session_id:?} in {place} ends at ordinal {stored}, but the next event is {}: another writer?",
+            first.ordinal
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Implements `LogStore` and `SessionCatalog` for `$store` (with a `conn: $conn`, an
+/// `error(&sqlx::Error)` that names the database, and a [`Backend`]) from the shared SQL, and
+/// gives it `begin_commit` and `end_commit`, the shared parts of its `write_commit`, and
+/// `delete_rows` for its `delete_session`.
+macro_rules! sql_store {
+    ($store:ty, $conn:ty) => {
+        impl $store {
+            /// Makes sure the session has its row and that `commit` continues its stored log;
+            /// `lock_row` is what the backend appends to lock the row until the commit ends.
+            pub(crate) async fn begin_commit(
+                conn: &mut $conn,
+                session_id: &str,
+                commit: &Commit,
+                (place, lock_row): (&str, &str),
+            ) -> Result<(), StoreError> {
+                let now = now_ms();
+                sqlx::query(CREATE_SESSION)
+                    .bind(session_id)
+                    .bind(now)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db)?;
+                let sql = format!("{LAST_ORDINAL}{lock_row}");
+                let stored: i64 = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(session_id)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .map_err(db)?
+                    .get(0);
+                check_continues(session_id, place, stored, commit)
+            }
+
+            /// Deletes the session's rows from every table (its row last).
+            pub(crate) async fn delete_rows(
+                conn: &mut $conn,
+                session_id: &str,
+            ) -> Result<(), StoreError> {
+                for table in SESSION_TABLES {
+                    let sql = format!("DELETE FROM {table} WHERE session_id = $1");
+                    sqlx::query(sqlx::AssertSqlSafe(sql))
+                        .bind(session_id)
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(db)?;
+                }
+                Ok(())
+            }
+
+            /// Stores the commit's snapshot, if any, and brings the session's row up to date.
+            pub(crate) async fn end_commit(
+                conn: &mut $conn,
+                session_id: &str,
+                commit: &Commit,
+                last: u64,
+            ) -> Result<(), StoreError> {
+                if let Some((ordinal, state)) = &commit.snapshot {
+                    sqlx::query(INSERT_SNAPSHOT)
+                        .bind(session_id)
+                        .bind(to_i64(*ordinal))
+                        .bind(state)
+                        .bind(now_ms())
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(db)?;
+                    sqlx::query(PRUNE_SNAPSHOTS)
+                        .bind(session_id)
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(db)?;
+                }
+                let (runs, status) = run_tally(&commit.events);
+                sqlx::query(UPDATE_SESSION)
+                    .bind(to_i64(last))
+                    .bind(now_ms())
+                    .bind(commit.entities_ordinal.map(to_i64))
+                    .bind(commit.title.as_deref())
+                    .bind(to_i64(runs))
+                    .bind(status.map(RunStatus::as_str))
+                    .bind(session_id)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db)?;
+                Ok(())
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl LogStore for $store {
+            async fn exists(&mut self, session_id: &str) -> Result<bool, StoreError> {
+                let row = sqlx::query(EXISTS)
+                    .bind(session_id)
+                    .fetch_optional(&mut self.conn)
+                    .await
+                    .map_err(|e| self.error(&e))?;
+                Ok(row.is_some())
+            }
+
+            async fn lease(&mut self, session_id: &str) -> Result<(), StoreError> {
+                self.take_lease(session_id, false).await.map(drop)
+            }
+
+            async fn steal_lease(
+                &mut self,
+                session_id: &str,
+            ) -> Result<Option<String>, StoreError> {
+                self.take_lease(session_id, true).await
+            }
+
+            async fn renew_lease(&mut self, session_id: &str) -> Result<(), StoreError> {
+                self.heartbeat(session_id).await
+            }
+
+            async fn remove(&mut self, session_id: &str) -> Result<(), StoreError> {
+                self.delete_session(session_id).await
+            }
+
+            async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError> {
+                self.snapshot_at_most(session_id, u64::MAX).await
+            }
+
+            async fn entities_ordinal(&mut self, session_id: &str) -> Result<u64, StoreError> {
+                let row = sqlx::query(ENTITIES_ORDINAL)
+                    .bind(session_id)
+                    .fetch_optional(&mut self.conn)
+                    .await
+                    .map_err(|e| self.error(&e))?;
+                Ok(row.map_or(0, |row| row.get::<i64, _>(0) as u64))
+            }
+
+            async fn events(
+                &mut self,
+                session_id: &str,
+                after: u64,
+            ) -> Result<Vec<LogEntry>, StoreError> {
+                self.events_page(session_id, after, u32::MAX).await
+            }
+
+            async fn entities(
+                &mut self,
+                session_id: &str,
+            ) -> Result<(u64, Vec<SnapshotEntity>), StoreError> {
+                let ordinal = self.entities_ordinal(session_id).await?;
+                let rows = sqlx::query(ENTITIES)
+                    .bind(session_id)
+                    .fetch_all(&mut self.conn)
+                    .await
+                    .map_err(|e| self.error(&e))?;
+                let entities = rows
+                    .iter()
+                    .map(|row| {
+                        entity_from(
+                            session_id,
+                            row.get(0),
+                            row.get(1),
+                            row.get(2),
+                            row.get(3),
+                            row.get(4),
+                            row.get(5),
+                        )
+                    })
+                    .collect::<Result<_, _>>()?;
+                Ok((ordinal, entities))
+            }
+
+            async fn commit(
+                &mut self,
+                session_id: &str,
+                commit: &Commit,
+            ) -> Result<(), StoreError> {
+                let last = commit.events.last().map(|e| e.ordinal);
+                match last.or(commit.entities_ordinal) {
+                    Some(last) => self.write_commit(session_id, commit, last).await,
+                    None => Ok(()),
+                }
+            }
+
+            async fn release(&mut self, session_id: &str) -> Result<(), StoreError> {
+                self.give_up_lease(session_id).await
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl SessionCatalog for $store {
+            async fn sessions(&mut self) -> Result<Vec<SessionSummary>, StoreError> {
+                let rows = sqlx::query(SESSIONS)
+                    .fetch_all(&mut self.conn)
+                    .await
+                    .map_err(|e| self.error(&e))?;
+                Ok(rows.iter().map(|row| summary!(row)).collect())
+            }
+
+            async fn summary(
+                &mut self,
+                session_id: &str,
+            ) -> Result<Option<SessionSummary>, StoreError> {
+                let row = sqlx::query(SUMMARY)
+                    .bind(session_id)
+                    .fetch_optional(&mut self.conn)
+                    .await
+                    .map_err(|e| self.error(&e))?;
+                Ok(row.map(|row| summary!(row)))
+            }
+
+            async fn events_page(
+                &mut self,
+                session_id: &str,
+                after: u64,
+                limit: u32,
+            ) -> Result<Vec<LogEntry>, StoreError> {
+                let rows = sqlx::query(EVENTS_PAGE)
+                    .bind(session_id)
+                    .bind(to_i64(after))
+                    .bind(i64::from(limit))
+                    .fetch_all(&mut self.conn)
+                    .await
+                    .map_err(|e| self.error(&e))?;
+                rows.iter()
+                    .map(|row| event_from(session_id, row.get(0), row.get(1), row.get(2)))
+                    .collect()
+            }
+
+            async fn snapshot_at_most(
+                &mut self,
+                session_id: &str,
+                ordinal: u64,
+            ) -> Result<SessionState, StoreError> {
+                let row = sqlx::query(SNAPSHOT_AT_MOST)
+                    .bind(session_id)
+                    .bind(to_i64(ordinal))
+                    .fetch_optional(&mut self.conn)
+                    .await
+                    .map_err(|e| self.error(&e))?;
+                match row {
+                    Some(row) => state_from(session_id, row.get(0), row.get(1)),
+                    None => Ok(SessionState::default()),
+                }
+            }
+
+            async fn writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
+                self.live_writer(session_id).await
+            }
+
+            async fn wait_for_commits(
+                &mut self,
+                session_id: &str,
+                poll: Duration,
+            ) -> Result<(), StoreError> {
+                self.commits_heard(session_id, poll).await
+            }
+        }
+    };
+}
+
+/// A row of [`SESSIONS`] or [`SUMMARY`] as a summary.
+macro_rules! summary {
+    ($row:expr) => {
+        SessionSummary {
+            session_id: $row.get(0),
+            title: $row.get(1),
+            created_at_ms: $row.get(2),
+            updated_at_ms: $row.get(3),
+            events: $row.get::<i64, _>(4) as u64,
+            runs: $row.get::<i64, _>(5) as u64,
+            last_run_status: $row.get(6),
+        }
+    };
+}
+
+sql_store!(SqliteStore, SqliteConnection);
+sql_store!(PostgresStore, PgConnection);

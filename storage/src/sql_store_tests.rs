@@ -1,0 +1,134 @@
+//! The shared SQL store, the same steps on both backends: commits that continue the log and
+//! one that does not, pages of events, summaries, snapshots kept to the newest two, entities,
+//! the writer a second connection sees, release and removal.
+
+use std::sync::Arc;
+
+use reel_engine::{Commit, LogEntry, LogStore, SessionCatalog, StoreError};
+use reel_proto::{
+    Any,
+    chat::{ChatRunFinished, ChatRunStarted, ChatUserMessageAccepted},
+    rpc::SnapshotEntity,
+};
+
+use crate::{Access, Location, open_timeline};
+
+fn entry(ordinal: u64, event: impl Into<Any>) -> Arc<LogEntry> {
+    Arc::new(LogEntry {
+        ordinal,
+        recorded_at_ms: 1_700_000_000_000 + ordinal,
+        event: event.into(),
+    })
+}
+
+fn prompt(ordinal: u64) -> Arc<LogEntry> {
+    let text = format!("prompt {ordinal}");
+    entry(
+        ordinal,
+        ChatUserMessageAccepted {
+            text,
+            ..Default::default()
+        },
+    )
+}
+
+/// The steps, on the store at `location`. `seen_writing` is whether another connection of this
+/// same process sees it as the session's writer: PostgreSQL's lock belongs to a connection,
+/// SQLite's lease to a process (which never waits for itself).
+async fn the_shared_sql_works(location: Location, seen_writing: bool) {
+    let mut store = open_timeline(&location, Access::ReadWrite).await.unwrap();
+    assert!(!store.exists("s").await.unwrap());
+    store.lease("s").await.unwrap();
+    let first = Commit {
+        events: vec![
+            prompt(1),
+            entry(2, ChatRunStarted::default()),
+            entry(
+                3,
+                ChatRunFinished {
+                    status: "finished".into(),
+                    ..Default::default()
+                },
+            ),
+        ],
+        title: Some("prompt 1".into()),
+        ..Commit::default()
+    };
+    store.commit("s", &first).await.unwrap();
+    let summary = store
+        .summary("s")
+        .await
+        .unwrap()
+        .expect("the session's row");
+    assert_eq!((summary.events, summary.runs), (3, 1));
+    assert_eq!(
+        (summary.title.as_str(), summary.last_run_status.as_str()),
+        ("prompt 1", "finished")
+    );
+
+    // A commit that does not continue the log is refused, and changes nothing.
+    let gap = Commit {
+        events: vec![prompt(5)],
+        ..Commit::default()
+    };
+    let refused = store.commit("s", &gap).await.unwrap_err();
+    assert!(matches!(refused, StoreError::Damaged(_)), "{refused}");
+    assert_eq!(store.summary("s").await.unwrap().unwrap().events, 3);
+
+    // Three snapshots with entities: the newest two are kept.
+    let entity = SnapshotEntity {
+        id: "m1".into(),
+        kind: "ChatMessageEntity".into(),
+        created_ordinal: 1,
+        last_event_ordinal: 4,
+        ..Default::default()
+    };
+    for ordinal in 4..=6 {
+        let commit = Commit {
+            events: vec![prompt(ordinal)],
+            entities: vec![entity.clone()],
+            entities_ordinal: Some(ordinal),
+            snapshot: Some((ordinal, "{}".into())),
+            ..Commit::default()
+        };
+        store.commit("s", &commit).await.unwrap();
+    }
+    assert_eq!(
+        store.snapshot_at_most("s", 4).await.unwrap().ordinal(),
+        0,
+        "pruned"
+    );
+    let page = store.events_page("s", 1, 2).await.unwrap();
+    let ordinals: Vec<u64> = page.iter().map(|e| e.ordinal).collect();
+    assert_eq!(ordinals, [2, 3]);
+    assert_eq!(page[0].recorded_at_ms, 1_700_000_000_002);
+    assert_eq!(store.events("s", 4).await.unwrap().len(), 2);
+    let (ordinal, entities) = store.entities("s").await.unwrap();
+    assert_eq!((ordinal, entities.len()), (6, 1));
+    assert_eq!(store.sessions().await.unwrap().len(), 1);
+
+    // Another connection sees the writer (see above), until it lets go.
+    let mut reader = open_timeline(&location, Access::ReadOnly).await.unwrap();
+    assert_eq!(reader.writer("s").await.unwrap().is_some(), seen_writing);
+    store.release("s").await.unwrap();
+    assert_eq!(reader.writer("s").await.unwrap(), None);
+    store.lease("s").await.unwrap();
+    store.remove("s").await.unwrap();
+    store.release("s").await.unwrap();
+    assert!(!reader.exists("s").await.unwrap());
+    assert_eq!(reader.summary("s").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    the_shared_sql_works(Location::path(dir.path().join("t.db")), false).await;
+}
+
+#[tokio::test]
+async fn on_postgres() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    the_shared_sql_works(Location::dsn(&schema.dsn).unwrap(), true).await;
+}
