@@ -44,6 +44,7 @@
 //! tool_choice: auto                        # or required: a run's first model call must call a tool
 //! ```
 
+use anyhow::Context;
 use std::{
     collections::BTreeMap,
     io::Read,
@@ -240,12 +241,12 @@ impl CommandFile {
         let mut file: CommandFile =
             serde_saphyr::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         file.folder = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        file.check().map_err(invalid)?;
+        file.check().map_err(|e| invalid(format!("{e:#}")))?;
         Ok(file)
     }
 
     /// Catches mistakes at load time: bad or clashing variable names, unknown placeholders.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> anyhow::Result<()> {
         let mut seen = Vec::new();
         for variable in &self.variables {
             let name = variable.name.as_str();
@@ -255,25 +256,23 @@ impl CommandFile {
                     .chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
             if !well_formed {
-                return Err(format!(
+                return Err(anyhow::anyhow!(
                     "variable name {name:?} must be lowercase letters, digits, '-' or '_'"
                 ));
             }
             if RESERVED_FLAGS.contains(&name) {
-                return Err(format!(
+                return Err(anyhow::anyhow!(
                     "variable {name:?} clashes with reel's own flag --{name}"
                 ));
             }
             if seen.contains(&name) {
-                return Err(format!("variable {name:?} is declared twice"));
+                return Err(anyhow::anyhow!("variable {name:?} is declared twice"));
             }
             seen.push(name);
         }
-        for placeholder in
-            template::placeholders(&self.prompt).map_err(|e| format!("prompt: {e}"))?
-        {
+        for placeholder in template::placeholders(&self.prompt).context("prompt")? {
             if !seen.contains(&placeholder) {
-                return Err(format!(
+                return Err(anyhow::anyhow!(
                     "prompt: the placeholder {{{{ {placeholder} }}}} names no declared variable"
                 ));
             }

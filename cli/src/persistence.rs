@@ -5,6 +5,7 @@
 //! With only a turns database, a resumed session starts from its latest turn (it has no log to
 //! replay) and its ordinals start again at 1, as the anchor does.
 
+use anyhow::Context;
 use std::path::PathBuf;
 
 use reel_engine::{EventLog, LogStore, SessionState, TurnStore, check_session_id, new_id};
@@ -25,7 +26,7 @@ pub struct Opened {
 }
 
 /// Opens the session the flags ask for; `None` when the run is not persisted.
-pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
+pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
     let Some(Locations {
         timeline: timeline_at,
         turns: turns_at,
@@ -46,21 +47,13 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
         );
     }
     let session_id = args.session_id.clone().unwrap_or_else(new_id);
-    check_session_id(&session_id).map_err(|e| e.to_string())?;
+    check_session_id(&session_id)?;
     let mut timeline = match &timeline_at {
-        Some(location) => Some(
-            open_timeline(location, Access::ReadWrite)
-                .await
-                .map_err(|e| e.to_string())?,
-        ),
+        Some(location) => Some(open_timeline(location, Access::ReadWrite).await?),
         None => None,
     };
     let mut turns = match &turns_at {
-        Some(location) => Some(
-            open_timeline(location, Access::ReadWrite)
-                .await
-                .map_err(|e| e.to_string())?,
-        ),
+        Some(location) => Some(open_timeline(location, Access::ReadWrite).await?),
         None => None,
     };
     let shown = timeline_at
@@ -76,16 +69,15 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
             .await
             .map(|turn| turn.is_some()),
         (None, None) => unreachable!("one database at least"),
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     match (args.resume, exists) {
         (true, false) => {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "there is no session {session_id:?} in {shown} to resume (leave out --resume to start it)"
             ));
         }
         (false, true) => {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "session {session_id:?} already exists in {shown}; add --resume to continue it"
             ));
         }
@@ -95,18 +87,15 @@ pub async fn open(args: &RunCommandArgs) -> Result<Option<Opened>, String> {
     let (state, log, entities_ordinal) = match (&mut timeline, &mut turns) {
         (Some(store), _) => {
             take_lease(store, &session_id, args.steal_lease).await?;
-            let stored = store.load(&session_id).await.map_err(|e| e.to_string())?;
+            let stored = store.load(&session_id).await?;
             let entities_ordinal = stored.entities_ordinal;
             let (state, log) = stored
                 .replay()
-                .map_err(|e| format!("session {session_id:?} in {shown}: {e}"))?;
+                .with_context(|| format!("session {session_id:?} in {shown}"))?;
             (state, log, entities_ordinal)
         }
         (None, Some(store)) => {
-            let turn = store
-                .latest_turn(&session_id)
-                .await
-                .map_err(|e| e.to_string())?;
+            let turn = store.latest_turn(&session_id).await?;
             let mut state = SessionState::default();
             let mut log = EventLog::new();
             if let Some(turn) = turn {
@@ -141,14 +130,11 @@ async fn take_lease(
     store: &mut TimelineStore,
     session_id: &str,
     steal: bool,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     if !steal {
-        return store.lease(session_id).await.map_err(|e| e.to_string());
+        return Ok(store.lease(session_id).await?);
     }
-    let overruled = store
-        .steal_lease(session_id)
-        .await
-        .map_err(|e| e.to_string())?;
+    let overruled = store.steal_lease(session_id).await?;
     if let Some(holder) = overruled {
         tracing::warn!(
             "--steal-lease: took session {session_id} over from {holder}; if that process still runs, its next write fails and it stops"
@@ -164,11 +150,11 @@ pub struct Locations {
 }
 
 /// The databases the flags name; `None` when nothing is persisted.
-pub fn locations(args: &RunCommandArgs) -> Result<Option<Locations>, String> {
+pub fn locations(args: &RunCommandArgs) -> anyhow::Result<Option<Locations>> {
     let chosen =
-        |dsn: &Option<String>, path: &Option<PathBuf>| -> Result<Option<Location>, String> {
+        |dsn: &Option<String>, path: &Option<PathBuf>| -> anyhow::Result<Option<Location>> {
             match (dsn, path) {
-                (Some(dsn), _) => Location::dsn(dsn).map(Some).map_err(|e| e.to_string()),
+                (Some(dsn), _) => Ok(Some(Location::dsn(dsn)?)),
                 (None, Some(path)) => Ok(Some(Location::path(path))),
                 (None, None) => Ok(None),
             }
@@ -190,12 +176,12 @@ pub fn locations(args: &RunCommandArgs) -> Result<Option<Locations>, String> {
 }
 
 /// `$XDG_DATA_HOME/reel`, or `~/.local/share/reel`.
-pub fn data_folder() -> Result<PathBuf, String> {
+pub fn data_folder() -> anyhow::Result<PathBuf> {
     let data = match std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
         Some(data) => PathBuf::from(data),
         None => {
             let home = std::env::var_os("HOME")
-                .ok_or("neither XDG_DATA_HOME nor HOME is set: pass --timeline-db")?;
+                .context("neither XDG_DATA_HOME nor HOME is set: pass --timeline-db")?;
             PathBuf::from(home).join(".local/share")
         }
     };

@@ -4,8 +4,10 @@
 //! a terminal error if the run failed, and done last, also when the setup fails, when the user
 //! presses Ctrl-C and when reel itself hits an internal error.
 
+use anyhow::Context;
 use std::{panic::AssertUnwindSafe, path::Path, sync::Arc};
 
+use anyhow::bail;
 use futures::FutureExt;
 use reel_engine::{
     AnthropicProvider, DoneStatus, ErrorCode, Fanout, HttpConfig, ModelSettings, OpenAiProvider,
@@ -122,12 +124,17 @@ pub async fn run(invocation: Invocation) -> u8 {
 
     let (session, ending) = match prepared {
         Err(error) => {
-            tracing::error!("{error}");
+            tracing::error!("{error:#}");
             if !args.stdin_rpc {
                 session.emit_snapshot(&none).await;
             }
             session
-                .emit_error(&none, ErrorCode::RunnerInitFailed, &error, true)
+                .emit_error(
+                    &none,
+                    ErrorCode::RunnerInitFailed,
+                    &format!("{error:#}"),
+                    true,
+                )
                 .await;
             session.emit_done(&none, DoneStatus::Failed).await;
             (session, Ending::Failed)
@@ -184,7 +191,7 @@ fn debug_file(
     args: &RunCommandArgs,
     path: &Path,
     reads: &[InUse],
-) -> Result<JsonlFrameSink<std::fs::File>, String> {
+) -> anyhow::Result<JsonlFrameSink<std::fs::File>> {
     let mut in_use = Vec::new();
     if let Some(locations) = persistence::locations(args)? {
         let databases = [
@@ -203,7 +210,7 @@ fn debug_file(
             .map(|used| InUse::new(&used.path, used.what.clone())),
     );
     if let Some(used) = same_file::clash(path, &in_use) {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "--debug-events-jsonl {} is {} ({}): writing the debug file there would destroy it; choose another path",
             path.display(),
             used.what,
@@ -211,7 +218,7 @@ fn debug_file(
         ));
     }
     DebugFileSink::create(path)
-        .map_err(|error| format!("cannot create debug file {}: {error}", path.display()))
+        .with_context(|| format!("cannot create debug file {}", path.display()))
 }
 
 /// One prompt, one run: snapshot, the run, the final snapshot, an error if it failed, done.
@@ -344,33 +351,29 @@ fn check_thinking(
     settings: &ModelSettings,
     provider: ProviderName,
     tool_choice: reel_engine::ToolChoice,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let Some(budget) = settings.thinking_budget else {
         return Ok(());
     };
     if provider != ProviderName::Anthropic {
-        return Err("a thinking budget is for the anthropic provider (extended thinking)".into());
+        bail!("a thinking budget is for the anthropic provider (extended thinking)");
     }
     if budget < 1024 {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "the thinking budget is {budget} tokens; Anthropic's minimum is 1024"
         ));
     }
     if settings.temperature.is_some() {
-        return Err(
+        bail!(
             "extended thinking cannot be combined with a temperature (Anthropic's rule): leave one out"
-                .into(),
         );
     }
     if tool_choice == reel_engine::ToolChoice::Required {
-        return Err(
-            "extended thinking cannot be combined with tool_choice: required (Anthropic's rule)"
-                .into(),
-        );
+        bail!("extended thinking cannot be combined with tool_choice: required (Anthropic's rule)");
     }
     let max_tokens = settings.max_tokens.unwrap_or(4096);
     if max_tokens <= budget {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "max_tokens ({max_tokens}) must be larger than the thinking budget ({budget}): it counts the thinking too"
         ));
     }
@@ -393,12 +396,15 @@ fn key_variable(
         .unwrap_or_else(|| default.into())
 }
 
-fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
-    let command = invocation.command.as_ref().map_err(ToString::to_string)?;
+fn prepare(invocation: &Invocation) -> anyhow::Result<Prepared> {
+    let command = invocation
+        .command
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let args = &invocation.args;
     let prompt = command
         .render_prompt(&invocation.variables)
-        .map_err(|e| format!("prompt: {e}"))?;
+        .context("prompt")?;
     let defaults = &command.provider;
     let provider_name = match (args.provider, defaults.name.as_deref()) {
         (Some(name), _) => name,
@@ -406,7 +412,7 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
         (None, Some("openai")) => ProviderName::Openai,
         (None, Some("anthropic")) => ProviderName::Anthropic,
         (None, Some(other)) => {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "the command file asks for provider {other:?}, which this build does not have (available: scripted, openai, anthropic)"
             ));
         }
@@ -418,9 +424,7 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
     };
     let provider: Box<dyn Provider> = match provider_name {
         ProviderName::Scripted => match &script_path {
-            Some(path) => Box::new(ScriptedProvider::new(
-                Script::load(path).map_err(|e| e.to_string())?,
-            )),
+            Some(path) => Box::new(ScriptedProvider::new(Script::load(path)?)),
             None => Box::new(ScriptedProvider::echo()),
         },
         ProviderName::Openai => {
@@ -430,7 +434,7 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
                 provider_name,
                 OpenAiProvider::DEFAULT_BASE_URL,
             );
-            Box::new(OpenAiProvider::new(config).map_err(|e| e.to_string())?)
+            Box::new(OpenAiProvider::new(config)?)
         }
         ProviderName::Anthropic => {
             let config = http_config(
@@ -439,7 +443,7 @@ fn prepare(invocation: &Invocation) -> Result<Prepared, String> {
                 provider_name,
                 AnthropicProvider::DEFAULT_BASE_URL,
             );
-            Box::new(AnthropicProvider::new(config).map_err(|e| e.to_string())?)
+            Box::new(AnthropicProvider::new(config)?)
         }
     };
     let settings = ModelSettings {

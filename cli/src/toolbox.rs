@@ -10,6 +10,7 @@
 //! credentials, database passwords stay with reel). It runs under reel's tool guard (`reel
 //! __tool-guard`), which kills its process group if reel dies.
 
+use anyhow::Context;
 use std::{ffi::OsString, time::Duration};
 
 use reel_engine::{
@@ -39,7 +40,7 @@ pub fn build(
     command: &CommandFile,
     max_iterations: Option<u32>,
     api_key_env: &str,
-) -> Result<Toolbox, String> {
+) -> anyhow::Result<Toolbox> {
     let guard = guard_command();
     let tools = command
         .tools
@@ -53,7 +54,7 @@ pub fn build(
                 ExecutorDeclaration::Command(argv) => {
                     let mut argv = argv.clone();
                     let Some(program) = argv.first_mut() else {
-                        return Err(format!("tool {:?}: the command is empty", declared.name));
+                        return Err(anyhow::anyhow!("tool {:?}: the command is empty", declared.name));
                     };
                     if program.contains('/') {
                         *program = command
@@ -63,13 +64,13 @@ pub fn build(
                     }
                     let max_output_bytes = declared.max_output_bytes.unwrap_or(MAX_OUTPUT_BYTES);
                     if max_output_bytes > MAX_OUTPUT_CEILING {
-                        return Err(format!(
+                        return Err(anyhow::anyhow!(
                             "tool {:?}: max_output_bytes is {max_output_bytes}; the most reel allows is {MAX_OUTPUT_CEILING} (16 MiB)",
                             declared.name
                         ));
                     }
                     if let Some(name) = declared.env.iter().find(|name| *name == api_key_env) {
-                        return Err(format!(
+                        return Err(anyhow::anyhow!(
                             "tool {:?} asks for {name}, the variable that holds the API key: tools never see the key",
                             declared.name
                         ));
@@ -95,13 +96,13 @@ pub fn build(
                 executor,
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let max_iterations = max_iterations
         .or(command.max_iterations)
         .unwrap_or(DEFAULT_MAX_ITERATIONS);
     Toolbox::new(tools, max_iterations)
         .map(|toolbox| toolbox.with_first_call(command.tool_choice))
-        .map_err(|e| format!("tools: {e}"))
+        .context("tools")
 }
 
 /// `reel __tool-guard`, by the path of this very binary; `None` (tools then start directly,

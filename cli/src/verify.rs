@@ -33,13 +33,13 @@ pub async fn run(args: VerifyArgs) -> u8 {
             1
         }
         Err(error) => {
-            tracing::error!("{error}");
+            tracing::error!("{error:#}");
             1
         }
     }
 }
 
-async fn verify(args: &VerifyArgs) -> Result<Vec<String>, String> {
+async fn verify(args: &VerifyArgs) -> anyhow::Result<Vec<String>> {
     let id = args
         .session
         .as_deref()
@@ -48,8 +48,8 @@ async fn verify(args: &VerifyArgs) -> Result<Vec<String>, String> {
     let mut reader = args.database.open().await?;
     let summary = reader.find_session(id).await?;
     let store = &mut reader.store;
-    let (entities_ordinal, stored) = store.entities(id).await.map_err(|e| e.to_string())?;
-    let snapshot = store.snapshot(id).await.map_err(|e| e.to_string())?;
+    let (entities_ordinal, stored) = store.entities(id).await?;
+    let snapshot = store.snapshot(id).await?;
     let snapshot_ordinal = snapshot.ordinal();
     println!("session {}: {} events", printable(id), summary.events);
 
@@ -59,14 +59,13 @@ async fn verify(args: &VerifyArgs) -> Result<Vec<String>, String> {
     let mut replayed = SessionState::default();
     let mut rebuilt = None;
     let mut snapshot_agrees = None;
-    let mut check = |state: &SessionState| -> Result<(), String> {
+    let mut check = |state: &SessionState| -> anyhow::Result<()> {
         let at = state.ordinal();
         if at == entities_ordinal && rebuilt.is_none() {
             rebuilt = Some(sorted_entities(&state.timeline));
         }
         if at == snapshot_ordinal && snapshot_ordinal > 0 && snapshot_agrees.is_none() {
-            let as_json =
-                |state: &SessionState| serde_json::to_value(state).map_err(|e| e.to_string());
+            let as_json = |state: &SessionState| serde_json::to_value(state);
             snapshot_agrees = Some(as_json(&snapshot)? == as_json(state)?);
         }
         Ok(())
@@ -78,7 +77,7 @@ async fn verify(args: &VerifyArgs) -> Result<Vec<String>, String> {
     })
     .await;
     if let Err(error) = read {
-        problems.push(error);
+        problems.push(format!("{error:#}"));
     }
     let rebuilt = rebuilt.unwrap_or_default();
     compare_entities(&stored, &rebuilt, &mut problems);

@@ -21,6 +21,9 @@ use crate::{fanout::OutputBatch, output::Output};
 pub enum SinkError {
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A store the sink writes to failed.
+    #[error("{0}")]
+    Store(#[from] crate::store::StoreError),
     #[error("cannot encode a frame: {0}")]
     Encode(String),
 }

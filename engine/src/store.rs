@@ -47,15 +47,16 @@ pub struct StoredSession {
 
 impl StoredSession {
     /// Replays the events after the snapshot: the state as of the newest stored ordinal, and the
-    /// log that continues from there. Fails on a gap or a repeated ordinal.
-    pub fn replay(self) -> Result<(SessionState, crate::EventLog), String> {
+    /// log that continues from there. A gap or a repeated ordinal is [`StoreError::Damaged`].
+    pub fn replay(self) -> Result<(SessionState, crate::EventLog), StoreError> {
         let StoredSession {
             mut state, events, ..
         } = self;
         let mut last = state.ordinal();
         for entry in &events {
             if entry.ordinal != last + 1 {
-                return Err(crate::log::ordinal_error(entry.ordinal, last + 1));
+                let error = crate::log::ordinal_error(entry.ordinal, last + 1);
+                return Err(StoreError::Damaged(error));
             }
             state.apply(entry);
             last = entry.ordinal;

@@ -128,7 +128,7 @@ impl<S: LogStore> TimelineDbSink<S> {
         self.store
             .commit(&self.session_id, &commit)
             .await
-            .map_err(store_failed)?;
+            .map_err(SinkError::from)?;
         if materialize {
             self.entities_ordinal = ordinal;
         }
@@ -170,7 +170,7 @@ impl<S: LogStore> Sink for TimelineDbSink<S> {
                     self.store
                         .renew_lease(&self.session_id)
                         .await
-                        .map_err(store_failed)?;
+                        .map_err(SinkError::from)?;
                     continue;
                 }
             };
@@ -190,12 +190,8 @@ impl<S: LogStore> Sink for TimelineDbSink<S> {
         self.store
             .release(&self.session_id)
             .await
-            .map_err(store_failed)
+            .map_err(SinkError::from)
     }
-}
-
-fn store_failed(error: reel_engine::StoreError) -> SinkError {
-    SinkError::Io(std::io::Error::other(error.to_string()))
 }
 
 #[cfg(test)]

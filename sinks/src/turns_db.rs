@@ -53,10 +53,7 @@ impl<S: TurnStore> TurnsDbSink<S> {
             usage: usage.0.unwrap_or_default(),
             session_usage: usage.1.unwrap_or_default(),
         };
-        self.store
-            .save_turn(&turn)
-            .await
-            .map_err(|e| SinkError::Io(std::io::Error::other(e.to_string())))
+        self.store.save_turn(&turn).await.map_err(SinkError::from)
     }
 }
 

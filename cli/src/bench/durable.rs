@@ -9,6 +9,7 @@
 //! * resume time (open, load the newest snapshot and the events after it, replay) for a log and
 //!   one ten times longer.
 
+use anyhow::Context;
 use std::{
     path::{Path, PathBuf},
     sync::Arc,
@@ -27,9 +28,9 @@ pub async fn run(
     deltas: usize,
     resume_events: usize,
     postgres: Option<String>,
-) -> Result<bool, String> {
+) -> anyhow::Result<bool> {
     let mut ok = true;
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dir = tempfile::tempdir()?;
     ok &= bench_database(
         &Database::Sqlite(dir.path().to_path_buf()),
         deltas,
@@ -63,16 +64,15 @@ struct Schema {
 }
 
 impl Schema {
-    async fn create(server: &str) -> Result<Self, String> {
+    async fn create(server: &str) -> anyhow::Result<Self> {
         let name = format!("reel_bench_{}", std::process::id());
         let mut conn = PgConnection::connect(server)
             .await
-            .map_err(|e| format!("cannot connect to {server}: {e}"))?;
+            .with_context(|| format!("cannot connect to {server}"))?;
         let sql = format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}");
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
             .execute(&mut conn)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let separator = if server.contains('?') { '&' } else { '?' };
         let dsn = format!("{server}{separator}options=-csearch_path%3D{name}");
         Ok(Self {
@@ -82,15 +82,12 @@ impl Schema {
         })
     }
 
-    async fn drop(self) -> Result<(), String> {
-        let mut conn = PgConnection::connect(&self.server)
-            .await
-            .map_err(|e| e.to_string())?;
+    async fn drop(self) -> anyhow::Result<()> {
+        let mut conn = PgConnection::connect(&self.server).await?;
         let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
             .execute(&mut conn)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         Ok(())
     }
 }
@@ -120,7 +117,7 @@ impl Database {
     }
 
     /// Bytes the database has written so far for `session`'s store.
-    async fn bytes_written(&self, session: &str) -> Result<u64, String> {
+    async fn bytes_written(&self, session: &str) -> anyhow::Result<u64> {
         match self {
             Database::Sqlite(folder) => {
                 let path = folder.join(format!("{session}.db"));
@@ -128,14 +125,11 @@ impl Database {
                 Ok(size(&path) + size(&path.with_extension("db-wal")))
             }
             Database::Postgres(dsn) => {
-                let mut conn = PgConnection::connect(dsn)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let mut conn = PgConnection::connect(dsn).await?;
                 let row =
                     sqlx::query("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")
                         .fetch_one(&mut conn)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                        .await?;
                 Ok(row.get::<i64, _>(0) as u64)
             }
         }
@@ -146,7 +140,7 @@ async fn bench_database(
     database: &Database,
     deltas: usize,
     resume_events: usize,
-) -> Result<bool, String> {
+) -> anyhow::Result<bool> {
     println!(
         "reel bench: a scripted reply into the {} timeline database (done waits for the commit)",
         database.name()
@@ -181,10 +175,8 @@ async fn bench_database(
         let session = format!("bench-{}", new_id());
         store_reply(&database.location(&session), &session, events as u64).await?;
         let started = Instant::now();
-        let mut store = open_timeline(&database.location(&session), Access::ReadWrite)
-            .await
-            .map_err(|e| e.to_string())?;
-        let stored = store.load(&session).await.map_err(|e| e.to_string())?;
+        let mut store = open_timeline(&database.location(&session), Access::ReadWrite).await?;
+        let stored = store.load(&session).await?;
         let (snapshot_at, replayed) = (stored.state.ordinal(), stored.events.len());
         let (state, log) = stored.replay()?;
         let seconds = started.elapsed().as_secs_f64();
@@ -203,11 +195,9 @@ pub(super) async fn store_reply(
     location: &Location,
     session_id: &str,
     deltas: u64,
-) -> Result<(u64, f64), String> {
-    let mut store = open_timeline(location, Access::ReadWrite)
-        .await
-        .map_err(|e| e.to_string())?;
-    store.lease(session_id).await.map_err(|e| e.to_string())?;
+) -> anyhow::Result<(u64, f64)> {
+    let mut store = open_timeline(location, Access::ReadWrite).await?;
+    store.lease(session_id).await?;
     let mut fanout = Fanout::new();
     fanout.attach(Box::new(TimelineDbSink::new(
         store,
@@ -232,7 +222,7 @@ pub(super) async fn store_reply(
     let failed = session.storage_failed();
     let failures = session.close().await;
     if failed || !failures.is_empty() {
-        return Err(format!("storing the reply failed: {failures:?}"));
+        return Err(anyhow::anyhow!("storing the reply failed: {failures:?}"));
     }
     Ok((events, seconds))
 }

@@ -16,8 +16,8 @@ use reel_engine::{Commit, LogEntry, LogStore, new_id};
 use reel_proto::chat::{ChatRunFinished, ChatRunStarted, ChatUserMessageAccepted};
 use reel_storage::{Access, Location, open_timeline};
 
-pub async fn run(events: usize, sessions: usize) -> Result<bool, String> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+pub async fn run(events: usize, sessions: usize) -> anyhow::Result<bool> {
+    let dir = tempfile::tempdir()?;
     let db = dir.path().join("export.db").display().to_string();
     let location = Location::path(&db);
     println!("reel bench: reel export of a stored session (one process per export)");
@@ -75,40 +75,37 @@ pub async fn run(events: usize, sessions: usize) -> Result<bool, String> {
 }
 
 /// Runs `reel ARGS`; returns its wall time and peak resident set (sampled from /proc).
-fn measure(args: &[&str]) -> Result<(f64, u64), String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+fn measure(args: &[&str]) -> anyhow::Result<(f64, u64)> {
+    let exe = std::env::current_exe()?;
     let started = Instant::now();
     let mut child = Command::new(exe)
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| e.to_string())?;
+        .spawn()?;
     let pid = child.id().to_string();
     let mut peak = 0;
     let status = loop {
         // VmHWM only grows; the last reading before the exit is the peak, give or take 2 ms.
         peak = peak.max(super::proc_status_kib(&pid, "VmHWM"));
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+        if let Some(status) = child.try_wait()? {
             break status;
         }
         std::thread::sleep(Duration::from_millis(2));
     };
     let seconds = started.elapsed().as_secs_f64();
     if !status.success() {
-        return Err(format!("reel {} failed", args.join(" ")));
+        return Err(anyhow::anyhow!("reel {} failed", args.join(" ")));
     }
     Ok((seconds, peak))
 }
 
 /// Adds `count` small sessions (a prompt and a finished run each) to the database.
-async fn add_sessions(location: &Location, count: usize) -> Result<(), String> {
-    let mut store = open_timeline(location, Access::ReadWrite)
-        .await
-        .map_err(|e| e.to_string())?;
+async fn add_sessions(location: &Location, count: usize) -> anyhow::Result<()> {
+    let mut store = open_timeline(location, Access::ReadWrite).await?;
     for n in 0..count {
         let id = format!("listed-{n:06}");
-        store.lease(&id).await.map_err(|e| e.to_string())?;
+        store.lease(&id).await?;
         let entry = |ordinal: u64, event: reel_proto::Any| {
             Arc::new(LogEntry {
                 ordinal,
@@ -133,10 +130,7 @@ async fn add_sessions(location: &Location, count: usize) -> Result<(), String> {
             title: Some(prompt),
             ..Commit::default()
         };
-        store
-            .commit(&id, &commit)
-            .await
-            .map_err(|e| e.to_string())?;
+        store.commit(&id, &commit).await?;
     }
     Ok(())
 }

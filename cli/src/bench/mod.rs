@@ -47,7 +47,7 @@ pub async fn run(args: BenchArgs) -> u8 {
     let mut fetched = 0;
     for api in [provider::Api::OpenAi, provider::Api::Anthropic] {
         if let Err(error) = provider::run(args.provider_deltas.max(1), api).await {
-            eprintln!("reel bench: provider {api:?}: {error}");
+            eprintln!("reel bench: provider {api:?}: {error:#}");
             fetched = 1;
         }
         println!();
@@ -59,7 +59,7 @@ pub async fn run(args: BenchArgs) -> u8 {
         {
             Ok(Ok(())) => 0,
             Ok(Err(error)) => {
-                eprintln!("reel bench: stdin RPC: {error}");
+                eprintln!("reel bench: stdin RPC: {error:#}");
                 1
             }
             Err(join) => {
@@ -78,7 +78,7 @@ pub async fn run(args: BenchArgs) -> u8 {
         Ok(true) => 0,
         Ok(false) => 1,
         Err(error) => {
-            eprintln!("reel bench: durable: {error}");
+            eprintln!("reel bench: durable: {error:#}");
             1
         }
     };
@@ -87,7 +87,7 @@ pub async fn run(args: BenchArgs) -> u8 {
         Ok(true) => 0,
         Ok(false) => 1,
         Err(error) => {
-            eprintln!("reel bench: export: {error}");
+            eprintln!("reel bench: export: {error:#}");
             1
         }
     };

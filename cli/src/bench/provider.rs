@@ -23,13 +23,13 @@ pub enum Api {
     Anthropic,
 }
 
-pub async fn run(deltas: usize, api: Api) -> Result<(), String> {
+pub async fn run(deltas: usize, api: Api) -> anyhow::Result<()> {
     let body = match api {
         Api::OpenAi => openai_body(deltas),
         Api::Anthropic => anthropic_body(deltas),
     };
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
     let server = std::thread::spawn(move || -> std::io::Result<()> {
         let (mut stream, _) = listener.accept()?;
         let mut request = [0u8; 64 * 1024];
@@ -42,8 +42,8 @@ pub async fn run(deltas: usize, api: Api) -> Result<(), String> {
 
     let config = HttpConfig::new(format!("http://127.0.0.1:{port}/v1"));
     let provider: Box<dyn Provider> = match api {
-        Api::OpenAi => Box::new(OpenAiProvider::new(config).map_err(|e| e.to_string())?),
-        Api::Anthropic => Box::new(AnthropicProvider::new(config).map_err(|e| e.to_string())?),
+        Api::OpenAi => Box::new(OpenAiProvider::new(config)?),
+        Api::Anthropic => Box::new(AnthropicProvider::new(config)?),
     };
     let mut fanout = Fanout::new();
     fanout.attach(Box::new(JsonlFrameSink::new(
@@ -59,10 +59,11 @@ pub async fn run(deltas: usize, api: Api) -> Result<(), String> {
     let (cpu, wall) = (cpu_seconds() - cpu_before, started.elapsed().as_secs_f64());
     server
         .join()
-        .map_err(|_| "the bench server crashed".to_owned())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| anyhow::anyhow!("the bench server crashed"))??;
     if outcome != RunOutcome::Finished || !failures.is_empty() {
-        return Err(format!("the run did not finish: {outcome:?} {failures:?}"));
+        return Err(anyhow::anyhow!(
+            "the run did not finish: {outcome:?} {failures:?}"
+        ));
     }
     let server = match api {
         Api::OpenAi => "an OpenAI-compatible server",

@@ -7,6 +7,7 @@
 //! not need it), and refused when it is. Errors name the line and say what is wrong with it: not
 //! JSON, a payload type this reel does not know, a gap or a repeated ordinal.
 
+use anyhow::Context;
 use std::{io::BufReader, path::Path};
 
 use reel_engine::ordinal_error;
@@ -33,15 +34,15 @@ pub struct Capture {
 }
 
 /// First pass: checks the whole capture and finds its session, ordinals and usable lines.
-pub fn scan(path: &Path) -> Result<Capture, String> {
+pub fn scan(path: &Path) -> anyhow::Result<Capture> {
     let file = std::fs::File::open(path)
-        .map_err(|e| format!("cannot read the capture {}: {e}", path.display()))?;
+        .with_context(|| format!("cannot read the capture {}", path.display()))?;
     let metadata = file
         .metadata()
-        .map_err(|e| format!("cannot read the capture {}: {e}", path.display()))?;
+        .with_context(|| format!("cannot read the capture {}", path.display()))?;
     if !metadata.is_file() {
         // It is read twice (checked whole first), and a device or pipe may never end.
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "the capture {} is not a regular file: save the frames to a file first",
             path.display()
         ));
@@ -51,10 +52,7 @@ pub fn scan(path: &Path) -> Result<Capture, String> {
     let mut found: Option<Capture> = None;
     let mut number = 0;
     let mut lines = BoundedLines::new(BufReader::new(file), CAPTURE_LINE_LIMIT);
-    while let Some(line) = lines
-        .next_line()
-        .map_err(|e| format!("cannot read the capture: {e}"))?
-    {
+    while let Some(line) = lines.next_line().context("cannot read the capture")? {
         number += 1;
         let (bytes, complete) = match line {
             Line::TooLarge { bytes, prefix } => {
@@ -78,7 +76,7 @@ pub fn scan(path: &Path) -> Result<Capture, String> {
                 break;
             }
             Err(error) => {
-                return Err(format!(
+                return Err(anyhow::anyhow!(
                     "line {number} of the capture {error}; only the last line of a capture may be incomplete"
                 ));
             }
@@ -97,14 +95,15 @@ pub fn scan(path: &Path) -> Result<Capture, String> {
             }
             Some(capture) => {
                 if frame.session_id != capture.session_id {
-                    return Err(format!(
+                    return Err(anyhow::anyhow!(
                         "line {number} belongs to session {:?}, not {:?}: one session per capture",
-                        frame.session_id, capture.session_id
+                        frame.session_id,
+                        capture.session_id
                     ));
                 }
                 let expected = capture.first + capture.events;
                 if ordinal != expected {
-                    return Err(format!(
+                    return Err(anyhow::anyhow!(
                         "line {number}: {}",
                         ordinal_error(ordinal, expected)
                     ));
@@ -116,7 +115,7 @@ pub fn scan(path: &Path) -> Result<Capture, String> {
     }
     bar.finish_and_clear();
     found.ok_or_else(|| {
-        "the capture holds no backendEvent frames: capture with --debug-events-jsonl, or with --rpc --include-backend-events".to_owned()
+        anyhow::anyhow!("the capture holds no backendEvent frames: capture with --debug-events-jsonl, or with --rpc --include-backend-events")
     })
 }
 
@@ -125,21 +124,20 @@ pub fn scan(path: &Path) -> Result<Capture, String> {
 pub async fn each_event(
     path: &Path,
     capture: &Capture,
-    mut each: impl AsyncFnMut(u64, Any) -> Result<(), String>,
-) -> Result<(), String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the capture: {e}"))?;
+    mut each: impl AsyncFnMut(u64, Any) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let file = std::fs::File::open(path).context("cannot read the capture")?;
     let mut lines = BoundedLines::new(BufReader::new(file), CAPTURE_LINE_LIMIT);
     for number in 1..=capture.lines {
-        let Some(Line::Text { bytes, .. }) = lines
-            .next_line()
-            .map_err(|e| format!("cannot read the capture: {e}"))?
+        let Some(Line::Text { bytes, .. }) =
+            lines.next_line().context("cannot read the capture")?
         else {
             continue;
         };
         if bytes.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let frame = frame(&bytes).map_err(|error| format!("line {number} {error}"))?;
+        let frame = frame(&bytes).map_err(|error| anyhow::anyhow!("line {number} {error}"))?;
         if let Some((ordinal, event)) = backend_event(&frame) {
             each(ordinal, event.clone()).await?;
         }
@@ -148,10 +146,10 @@ pub async fn each_event(
 }
 
 /// An over-long line may be skipped unless it is a backend event (its start says which).
-fn too_large(number: u64, bytes: u64, prefix: &[u8]) -> Result<(), String> {
+fn too_large(number: u64, bytes: u64, prefix: &[u8]) -> anyhow::Result<()> {
     let start = String::from_utf8_lossy(prefix);
     if start.contains("\"backendEvent\"") {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "line {number} is a backendEvent of {bytes} bytes, more than the {CAPTURE_LINE_LIMIT} bytes reel reads in one line"
         ));
     }
@@ -162,30 +160,30 @@ fn too_large(number: u64, bytes: u64, prefix: &[u8]) -> Result<(), String> {
 }
 
 /// A capture line as a frame, or what is wrong with it ("is not JSON: ...", ...).
-fn frame(bytes: &[u8]) -> Result<RpcLine, String> {
+fn frame(bytes: &[u8]) -> anyhow::Result<RpcLine> {
     let error = match serde_json::from_slice::<RpcLine>(bytes) {
         Ok(frame) => return Ok(frame),
         Err(error) => error,
     };
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
-        return Err(format!("is not JSON ({error})"));
+        return Err(anyhow::anyhow!("is not JSON ({error})"));
     };
     if let Some(version) = value.get("version").filter(|v| !v.is_null())
         && version.as_u64().is_none_or(|v| v > u64::from(u32::MAX))
         && version.as_str().is_none_or(|v| v.parse::<u32>().is_err())
     {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "has version {version}, which is not a protocol version (a whole number; reel writes 1)"
         ));
     }
     let text = error.to_string();
     if let Some(at) = text.find("unknown Any type") {
         let detail = text[at..].split(" at line").next().unwrap_or(&text[at..]);
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "holds a payload of a type this reel does not know ({detail}): a newer reel wrote it?"
         ));
     }
-    Err(format!("is JSON but not a frame ({error})"))
+    Err(anyhow::anyhow!("is JSON but not a frame ({error})"))
 }
 
 /// The log event of a frame, if it is a backend event frame.

@@ -6,6 +6,7 @@
 //! fork taken in the middle of a run holds that run open: resuming it closes the run as
 //! interrupted, as after a crash.
 
+use anyhow::Context;
 use std::sync::Arc;
 
 use reel_engine::{Commit, LogStore, SessionState};
@@ -29,28 +30,30 @@ pub struct ForkArgs {
     pub database: Database,
 }
 
-pub async fn run(args: ForkArgs) -> Result<(), String> {
+pub async fn run(args: ForkArgs) -> anyhow::Result<()> {
     // The writer first: it brings a database an older reel wrote up to date.
     let mut writer = args.database.open_for_writing().await?;
     let mut reader = args.database.open().await?;
     let summary = reader.find_session(&args.session_id).await?;
     let mut reader = reader.store;
     if args.at > summary.events {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "session {:?} has {} events; it cannot be forked at {}",
-            args.session_id, summary.events, args.at
+            args.session_id,
+            summary.events,
+            args.at
         ));
     }
     let new = args.new_session.as_str();
-    reel_engine::check_session_id(new).map_err(|e| format!("--new-session: {e}"))?;
-    if writer.exists(new).await.map_err(|e| e.to_string())? {
-        return Err(format!(
+    reel_engine::check_session_id(new).context("--new-session")?;
+    if writer.exists(new).await? {
+        return Err(anyhow::anyhow!(
             "there is a session {new:?} already; pick another id"
         ));
     }
-    writer.lease(new).await.map_err(|e| e.to_string())?;
+    writer.lease(new).await?;
     let copied = copy(&mut reader, &mut writer, &args.session_id, new, args.at).await;
-    let released = writer.release(new).await.map_err(|e| e.to_string());
+    let released = writer.release(new).await;
     copied?;
     released?;
     tracing::info!(
@@ -67,13 +70,13 @@ async fn copy(
     from: &str,
     to: &str,
     at: u64,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let bar = progress::events(at, "forking");
     let mut state = SessionState::default();
     let mut title = None;
     let mut pages = LogPages::new(from, 0, at);
     loop {
-        let page = pages.next(reader).await.map_err(|e| e.to_string())?;
+        let page = pages.next(reader).await?;
         if page.is_empty() {
             break;
         }
@@ -91,13 +94,10 @@ async fn copy(
             title: title.clone(),
             ..Commit::default()
         };
-        writer
-            .commit(to, &commit)
-            .await
-            .map_err(|e| e.to_string())?;
+        writer.commit(to, &commit).await?;
     }
     bar.finish_and_clear();
-    let snapshot = serde_json::to_string(&state).map_err(|e| e.to_string())?;
+    let snapshot = serde_json::to_string(&state)?;
     let commit = Commit {
         entities: state.timeline.snapshot().entities,
         entities_ordinal: Some(at),
@@ -105,5 +105,5 @@ async fn copy(
         title,
         ..Commit::default()
     };
-    writer.commit(to, &commit).await.map_err(|e| e.to_string())
+    Ok(writer.commit(to, &commit).await?)
 }

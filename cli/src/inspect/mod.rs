@@ -41,9 +41,9 @@ pub struct Database {
 
 impl Database {
     /// Where the database is.
-    pub fn location(&self) -> Result<Location, String> {
+    pub fn location(&self) -> anyhow::Result<Location> {
         if let Some(dsn) = &self.timeline_dsn {
-            return Location::dsn(dsn).map_err(|e| e.to_string());
+            return Ok(Location::dsn(dsn)?);
         }
         let path = match &self.timeline_db {
             Some(path) => path.clone(),
@@ -58,28 +58,26 @@ impl Database {
     }
 
     /// Opens an existing database for writing (fork, rm): it must be reel's already.
-    pub async fn open_for_writing(&self) -> Result<TimelineStore, String> {
+    pub async fn open_for_writing(&self) -> anyhow::Result<TimelineStore> {
         let location = self.location()?;
         if let Some(path) = location.sqlite_path().filter(|path| !path.exists()) {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "there is no timeline database at {} ({CHOOSE_ANOTHER})",
                 path.display()
             ));
         }
-        open_timeline(&location, Access::ReadWrite)
-            .await
-            .map_err(|e| e.to_string())
+        Ok(open_timeline(&location, Access::ReadWrite).await?)
     }
 
     /// Opens the database for reading: it is never created, migrated or changed.
-    pub async fn open(&self) -> Result<Reader, String> {
+    pub async fn open(&self) -> anyhow::Result<Reader> {
         let location = self.location()?;
         match open_timeline(&location, Access::ReadOnly).await {
             Ok(store) => Ok(Reader { store, location }),
-            Err(StoreError::NotFound(message)) if self.is_default() => Err(format!(
+            Err(StoreError::NotFound(message)) if self.is_default() => Err(anyhow::anyhow!(
                 "{message} (the default database; {CHOOSE_ANOTHER})"
             )),
-            Err(error) => Err(error.to_string()),
+            Err(error) => Err(error.into()),
         }
     }
 }
@@ -92,28 +90,25 @@ pub struct Reader {
 
 impl Reader {
     /// The session's summary, or an error naming the database and how to choose another.
-    pub async fn find_session(&mut self, session_id: &str) -> Result<SessionSummary, String> {
-        self.store
-            .summary(session_id)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| {
-                format!(
-                    "there is no session {session_id:?} in {} ({CHOOSE_ANOTHER})",
-                    self.location
-                )
-            })
+    pub async fn find_session(&mut self, session_id: &str) -> anyhow::Result<SessionSummary> {
+        self.store.summary(session_id).await?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "there is no session {session_id:?} in {} ({CHOOSE_ANOTHER})",
+                self.location
+            )
+        })
     }
 }
 
 /// The ordinal a view is taken at: `at`, or the end of the log; past the end is an error.
-pub fn resolve_at(summary: &SessionSummary, at: Option<u64>) -> Result<u64, String> {
+pub fn resolve_at(summary: &SessionSummary, at: Option<u64>) -> anyhow::Result<u64> {
     match at {
         None => Ok(summary.events),
         Some(at) if at <= summary.events => Ok(at),
-        Some(at) => Err(format!(
+        Some(at) => Err(anyhow::anyhow!(
             "session {:?} has {} events; there is no ordinal {at}",
-            summary.session_id, summary.events
+            summary.session_id,
+            summary.events
         )),
     }
 }
@@ -125,12 +120,12 @@ pub async fn each_event(
     session_id: &str,
     (after, up_to): (u64, u64),
     what: &str,
-    mut apply: impl FnMut(&LogEntry) -> Result<(), String>,
-) -> Result<(), String> {
+    mut apply: impl FnMut(&LogEntry) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let mut pages = LogPages::new(session_id, after, up_to);
     let bar = progress::events(pages.remaining(), what);
     loop {
-        let page = pages.next(store).await.map_err(|e| e.to_string())?;
+        let page = pages.next(store).await?;
         if page.is_empty() {
             break;
         }
@@ -150,16 +145,19 @@ pub async fn render(
     at: u64,
     sink: Box<dyn Sink>,
     (what, target): (&str, &str),
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let mut fanout = Fanout::new();
     fanout.attach(sink);
     let bar = progress::events(at, what);
     let sent = send_stored(store, session_id, 0, at, &mut fanout, |read| bar.inc(read)).await;
     bar.finish_and_clear();
     let failures = fanout.close().await;
-    sent.map_err(|e| e.to_string())?;
+    sent?;
     match failures.first() {
-        Some(failure) => Err(format!("cannot write {target}: {}", failure.message)),
+        Some(failure) => Err(anyhow::anyhow!(
+            "cannot write {target}: {}",
+            failure.message
+        )),
         None => Ok(()),
     }
 }
@@ -182,7 +180,7 @@ pub async fn run(action: crate::cli::Action) -> u8 {
     match result {
         Ok(()) => 0,
         Err(error) => {
-            tracing::error!("{error}");
+            tracing::error!("{error:#}");
             1
         }
     }

@@ -24,32 +24,32 @@ pub struct RmArgs {
     pub turns_dsn: Option<String>,
 }
 
-pub async fn run(args: RmArgs) -> Result<(), String> {
+pub async fn run(args: RmArgs) -> anyhow::Result<()> {
     let id = args.session_id.as_str();
     let mut store = args.database.open_for_writing().await?;
-    if !store.exists(id).await.map_err(|e| e.to_string())? {
-        return Err(format!(
+    if !store.exists(id).await? {
+        return Err(anyhow::anyhow!(
             "there is no session {id:?} in {}",
             args.database.location()?
         ));
     }
     store.lease(id).await.map_err(|e| {
-        format!("{e}; stop that process (or wait for it to end) before deleting the session")
+        anyhow::anyhow!(
+            "{e}; stop that process (or wait for it to end) before deleting the session"
+        )
     })?;
-    let removed = store.remove(id).await.map_err(|e| e.to_string());
-    let released = store.release(id).await.map_err(|e| e.to_string());
+    let removed = store.remove(id).await;
+    let released = store.release(id).await;
     removed?;
     released?;
     let turns = match (&args.turns_dsn, &args.turns_db) {
-        (Some(dsn), _) => Some(Location::dsn(dsn).map_err(|e| e.to_string())?),
+        (Some(dsn), _) => Some(Location::dsn(dsn)?),
         (None, Some(path)) => Some(Location::path(path)),
         (None, None) => None,
     };
     if let Some(location) = turns {
-        let mut turns = open_timeline(&location, Access::ReadWrite)
-            .await
-            .map_err(|e| e.to_string())?;
-        turns.remove(id).await.map_err(|e| e.to_string())?;
+        let mut turns = open_timeline(&location, Access::ReadWrite).await?;
+        turns.remove(id).await?;
     }
     tracing::info!("deleted session {id}");
     Ok(())

@@ -9,6 +9,7 @@
 //! ends mid-line; that line is left out, with a warning). A capture that continues a session
 //! already in the database (its first ordinal follows the stored last one) is appended to it.
 
+use anyhow::Context;
 use std::{path::PathBuf, sync::Arc};
 
 use reel_engine::{Fanout, LogStore, Session};
@@ -41,53 +42,51 @@ pub struct ReplayArgs {
 }
 
 /// The database a pair of flags names.
-fn location(dsn: &Option<String>, path: &Option<PathBuf>) -> Result<Option<Location>, String> {
+fn location(dsn: &Option<String>, path: &Option<PathBuf>) -> anyhow::Result<Option<Location>> {
     match (dsn, path) {
-        (Some(dsn), _) => Location::dsn(dsn).map(Some).map_err(|e| e.to_string()),
+        (Some(dsn), _) => Ok(Some(Location::dsn(dsn)?)),
         (None, Some(path)) => Ok(Some(Location::path(path))),
         (None, None) => Ok(None),
     }
 }
 
-pub async fn run(args: ReplayArgs) -> Result<(), String> {
+pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let capture = capture::scan(&args.capture)?;
     let timeline_at = location(&args.timeline_dsn, &args.timeline_db)?
         .expect("clap requires a timeline database");
     let turns_at = location(&args.turns_dsn, &args.turns_db)?;
     let new_file = timeline_at.sqlite_path().is_some_and(|path| !path.exists());
     if new_file && capture.first != 1 {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "the capture starts at ordinal {}: it continues a session, and there is no database at {timeline_at}",
             capture.first
         ));
     }
-    let mut timeline = open_timeline(&timeline_at, Access::ReadWrite)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut timeline = open_timeline(&timeline_at, Access::ReadWrite).await?;
     let id = capture.session_id.clone();
-    reel_engine::check_session_id(&id).map_err(|e| format!("the capture's session: {e}"))?;
+    reel_engine::check_session_id(&id).context("the capture's session")?;
     // A capture that does not start a session must continue a stored one: say so before
     // taking anything, so a refused replay leaves the database as it was.
-    let exists = timeline.exists(&id).await.map_err(|e| e.to_string())?;
+    let exists = timeline.exists(&id).await?;
     if !exists && capture.first != 1 {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "the capture starts at ordinal {}: it continues a session {timeline_at} does not hold",
             capture.first
         ));
     }
-    timeline.lease(&id).await.map_err(|e| e.to_string())?;
+    timeline.lease(&id).await?;
     let stored = match timeline.load(&id).await {
         Ok(stored) => stored,
         Err(error) => {
             let _ = timeline.release(&id).await;
-            return Err(error.to_string());
+            return Err(error.into());
         }
     };
     let entities_ordinal = stored.entities_ordinal;
     let (state, log) = stored.replay()?;
     if capture.first != log.last_ordinal() + 1 {
         let _ = timeline.release(&id).await;
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "session {id:?} is in {timeline_at} up to ordinal {}; the capture starts at {}",
             log.last_ordinal(),
             capture.first
@@ -101,9 +100,7 @@ pub async fn run(args: ReplayArgs) -> Result<(), String> {
         entities_ordinal,
     )));
     if let Some(location) = turns_at {
-        let turns = open_timeline(&location, Access::ReadWrite)
-            .await
-            .map_err(|e| e.to_string())?;
+        let turns = open_timeline(&location, Access::ReadWrite).await?;
         fanout.attach(Box::new(TurnsDbSink::new(
             turns,
             id.clone(),
@@ -116,9 +113,10 @@ pub async fn run(args: ReplayArgs) -> Result<(), String> {
     let failures = session.close().await;
     appended?;
     if let Some(failure) = failures.first() {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "writing {} failed: {}",
-            failure.sink, failure.message
+            failure.sink,
+            failure.message
         ));
     }
     tracing::info!(
@@ -135,7 +133,7 @@ async fn append(
     session: &mut Session,
     path: &std::path::Path,
     capture: &capture::Capture,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let bar = progress::events(capture.events, "replaying");
     let rid: Arc<str> = Arc::from("");
     capture::each_event(path, capture, async |ordinal, event| {
@@ -143,7 +141,7 @@ async fn append(
         debug_assert_eq!(appended, ordinal);
         bar.inc(1);
         if session.storage_failed() {
-            return Err("the database failed; see above".into());
+            return Err(anyhow::anyhow!("the database failed; see above"));
         }
         Ok(())
     })

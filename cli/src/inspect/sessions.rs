@@ -3,6 +3,7 @@
 //! One query over the `sessions` table, whose run count and last run status every commit keeps
 //! up to date: listing never reads a log, however long the logs are.
 
+use anyhow::Context;
 use std::io::Write;
 
 use reel_engine::{SessionCatalog, SessionSummary};
@@ -20,7 +21,7 @@ pub struct SessionsArgs {
     pub json: bool,
 }
 
-pub async fn run(args: SessionsArgs) -> Result<(), String> {
+pub async fn run(args: SessionsArgs) -> anyhow::Result<()> {
     let location = args.database.location()?;
     let nothing_yet =
         args.database.is_default() && location.sqlite_path().is_some_and(|path| !path.exists());
@@ -30,7 +31,7 @@ pub async fn run(args: SessionsArgs) -> Result<(), String> {
         Vec::new()
     } else {
         let mut reader = args.database.open().await?;
-        reader.store.sessions().await.map_err(|e| e.to_string())?
+        reader.store.sessions().await?
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let written = if args.json {
@@ -42,7 +43,7 @@ pub async fn run(args: SessionsArgs) -> Result<(), String> {
     };
     written
         .and_then(|()| out.flush())
-        .map_err(|e| format!("cannot write the list: {e}"))
+        .context("cannot write the list")
 }
 
 fn write_table(out: &mut impl Write, sessions: &[SessionSummary]) -> std::io::Result<()> {

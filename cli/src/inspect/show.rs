@@ -22,7 +22,7 @@ pub struct ShowArgs {
     pub database: Database,
 }
 
-pub async fn run(args: ShowArgs) -> Result<(), String> {
+pub async fn run(args: ShowArgs) -> anyhow::Result<()> {
     let mut reader = args.database.open().await?;
     let summary = reader.find_session(&args.session_id).await?;
     let at = resolve_at(&summary, args.at)?;

@@ -50,7 +50,7 @@ pub struct TailArgs {
     pub database: Database,
 }
 
-pub async fn run(args: TailArgs) -> Result<(), String> {
+pub async fn run(args: TailArgs) -> anyhow::Result<()> {
     let id = args.session_id.as_str();
     let mut interrupted = std::pin::pin!(tokio::signal::ctrl_c());
     let Some((mut reader, events)) = (tokio::select! {
@@ -89,7 +89,7 @@ pub async fn run(args: TailArgs) -> Result<(), String> {
     let failures = fanout.close().await;
     followed?;
     match failures.first() {
-        Some(failure) => Err(format!("cannot write: {}", failure.message)),
+        Some(failure) => Err(anyhow::anyhow!("cannot write: {}", failure.message)),
         None => Ok(()),
     }
 }
@@ -103,12 +103,9 @@ async fn follow(
     events: u64,
     fanout: &mut Fanout,
     mut interrupted: std::pin::Pin<&mut impl Future<Output = std::io::Result<()>>>,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let id = args.session_id.as_str();
-    let failed = |e: reel_engine::StoreError| e.to_string();
-    let mut stream = StoredStream::open(store, id, events, None)
-        .await
-        .map_err(failed)?;
+    let mut stream = StoredStream::open(store, id, events, None).await?;
     fanout.send(stream.hello()).await;
     fanout.send(stream.snapshot()).await;
     let mut writer_seen = false;
@@ -118,19 +115,19 @@ async fn follow(
             // Stdout failed: there is nobody left to follow for.
             return Ok(());
         }
-        let page = stream.next_page(store).await.map_err(failed)?;
+        let page = stream.next_page(store).await?;
         if !page.is_empty() {
             for output in page {
                 fanout.send(output).await;
             }
             continue;
         }
-        let writing = store.writer(id).await.map_err(failed)?.is_some();
+        let writing = store.writer(id).await?.is_some();
         writer_seen |= writing;
         let waiting_for_one = args.wait && !writer_seen;
         if !writing && !waiting_for_one {
             // The writer may have committed its last events just before it let go.
-            let rest = stream.next_page(store).await.map_err(failed)?;
+            let rest = stream.next_page(store).await?;
             if rest.is_empty() {
                 break;
             }
@@ -146,7 +143,7 @@ async fn follow(
                 fanout.send(stream.done(DoneStatus::Stopped)).await;
                 return Ok(());
             }
-            waited = wait => waited.map_err(failed)?,
+            waited = wait => waited?,
         }
     }
     fanout.send(stream.snapshot()).await;
@@ -155,7 +152,7 @@ async fn follow(
 }
 
 /// The database and the session, and its events so far; with `--wait`, once they exist.
-async fn find(args: &TailArgs) -> Result<Option<(Reader, u64)>, String> {
+async fn find(args: &TailArgs) -> anyhow::Result<Option<(Reader, u64)>> {
     loop {
         let opened = match args.database.open().await {
             Ok(mut reader) => match reader.find_session(&args.session_id).await {

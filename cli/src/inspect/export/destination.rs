@@ -11,6 +11,7 @@
 //! * A directory, a socket, a file the user may not write, and any database the command has
 //!   open are refused.
 
+use anyhow::Context;
 use std::{
     fs::{self, File, OpenOptions},
     io::{self, Write},
@@ -34,10 +35,10 @@ pub enum Destination {
 }
 
 /// Decides where an export to `path` goes; `in_use` are the files the command has open.
-pub fn choose(path: &Path, in_use: &[InUse]) -> Result<Destination, String> {
+pub fn choose(path: &Path, in_use: &[InUse]) -> anyhow::Result<Destination> {
     let target = follow_links(path)?;
     if let Some(used) = same_file::clash(&target, in_use) {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "{} is {}: exporting there would destroy it; choose another path",
             path.display(),
             used.what
@@ -48,21 +49,32 @@ pub fn choose(path: &Path, in_use: &[InUse]) -> Result<Destination, String> {
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
             return Ok(Destination::Replace { target, mode: None });
         }
-        Err(error) => return Err(format!("cannot look at {}: {error}", path.display())),
+        Err(error) => {
+            return Err(anyhow::anyhow!(
+                "cannot look at {}: {error}",
+                path.display()
+            ));
+        }
     };
     let kind = metadata.file_type();
     if kind.is_dir() {
-        return Err(format!("{} is a directory; name a file", path.display()));
+        return Err(anyhow::anyhow!(
+            "{} is a directory; name a file",
+            path.display()
+        ));
     }
     if kind.is_socket() {
-        return Err(format!("{} is a socket; name a file", path.display()));
+        return Err(anyhow::anyhow!(
+            "{} is a socket; name a file",
+            path.display()
+        ));
     }
     if kind.is_char_device() || kind.is_block_device() || kind.is_fifo() {
         return Ok(Destination::Open(target));
     }
     // Opening for writing (without truncating) asks the system whether the user may write it.
     if let Err(error) = OpenOptions::new().write(true).open(&target) {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "{} cannot be written ({error}); reel replaces only files it may write",
             path.display()
         ));
@@ -74,13 +86,13 @@ pub fn choose(path: &Path, in_use: &[InUse]) -> Result<Destination, String> {
 }
 
 /// `path` with every symlink at its end followed (a dangling link resolves to where it points).
-fn follow_links(path: &Path) -> Result<PathBuf, String> {
+fn follow_links(path: &Path) -> anyhow::Result<PathBuf> {
     let mut current = path.to_path_buf();
     for _ in 0..MAX_LINKS {
         match fs::symlink_metadata(&current) {
             Ok(metadata) if metadata.file_type().is_symlink() => {
                 let to = fs::read_link(&current)
-                    .map_err(|e| format!("cannot read the link {}: {e}", current.display()))?;
+                    .with_context(|| format!("cannot read the link {}", current.display()))?;
                 current = match current.parent() {
                     Some(folder) if to.is_relative() => folder.join(to),
                     _ => to,
@@ -89,7 +101,7 @@ fn follow_links(path: &Path) -> Result<PathBuf, String> {
             _ => return Ok(current),
         }
     }
-    Err(format!(
+    Err(anyhow::anyhow!(
         "{} is a chain of more than {MAX_LINKS} symlinks (a loop?)",
         path.display()
     ))
@@ -106,13 +118,13 @@ pub enum Output {
 }
 
 impl Output {
-    pub fn create(destination: Destination) -> Result<Self, String> {
+    pub fn create(destination: Destination) -> anyhow::Result<Self> {
         match destination {
             Destination::Open(path) => OpenOptions::new()
                 .write(true)
                 .open(&path)
                 .map(Output::Open)
-                .map_err(|e| format!("cannot open {}: {e}", path.display())),
+                .with_context(|| format!("cannot open {}", path.display())),
             Destination::Replace { target, mode } => {
                 let folder = target
                     .parent()
@@ -123,7 +135,7 @@ impl Output {
                     .prefix(".reel-export-")
                     .permissions(fs::Permissions::from_mode(0o666))
                     .tempfile_in(folder)
-                    .map_err(|e| format!("cannot write in {}: {e}", folder.display()))?;
+                    .with_context(|| format!("cannot write in {}", folder.display()))?;
                 Ok(Output::Replace { file, target, mode })
             }
         }
@@ -139,17 +151,19 @@ impl Output {
     }
 
     /// Puts the written export in place.
-    pub fn finish(self) -> Result<(), String> {
+    pub fn finish(self) -> anyhow::Result<()> {
         match self {
-            Output::Open(mut file) => file.flush().map_err(|e| format!("cannot write: {e}")),
+            Output::Open(mut file) => file.flush().context("cannot write"),
             Output::Replace { file, target, mode } => {
-                let failed = |e: io::Error| format!("cannot write {}: {e}", target.display());
+                let failed = || format!("cannot write {}", target.display());
                 if let Some(mode) = mode {
                     fs::set_permissions(file.path(), fs::Permissions::from_mode(mode))
-                        .map_err(failed)?;
+                        .with_context(failed)?;
                 }
-                file.as_file().sync_all().map_err(failed)?;
-                file.persist(&target).map_err(|e| failed(e.error))?;
+                file.as_file().sync_all().with_context(failed)?;
+                file.persist(&target)
+                    .map_err(|e| e.error)
+                    .with_context(failed)?;
                 Ok(())
             }
         }
@@ -181,11 +195,17 @@ mod tests {
         assert!(
             choose(&db, &in_use)
                 .unwrap_err()
+                .to_string()
                 .contains("timeline database")
         );
         std::os::unix::fs::symlink(&db, dir.path().join("db-link")).unwrap();
         assert!(choose(&dir.path().join("db-link"), &in_use).is_err());
-        assert!(choose(dir.path(), &[]).unwrap_err().contains("directory"));
+        assert!(
+            choose(dir.path(), &[])
+                .unwrap_err()
+                .to_string()
+                .contains("directory")
+        );
         assert_eq!(
             choose(&dir.path().join("new.md"), &[]).unwrap(),
             Destination::Replace {

@@ -8,6 +8,7 @@
 
 mod destination;
 
+use anyhow::Context;
 use std::path::PathBuf;
 
 use reel_sinks::TranscriptFormat;
@@ -61,7 +62,7 @@ impl Format {
     }
 }
 
-pub async fn run(args: ExportArgs) -> Result<(), String> {
+pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
     let mut reader = args.database.open().await?;
     let summary = reader.find_session(&args.session_id).await?;
     let at = resolve_at(&summary, args.at)?;
@@ -78,7 +79,7 @@ pub async fn run(args: ExportArgs) -> Result<(), String> {
     let output = Output::create(destination::choose(path, &in_use)?)?;
     let writer = output
         .writer()
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        .with_context(|| format!("cannot write {}", path.display()))?;
     let sink = outputs::sink(rendering, writer);
     render(&mut reader.store, id, at, sink, ("exporting", "the export")).await?;
     output.finish()
