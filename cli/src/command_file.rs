@@ -45,6 +45,7 @@
 //! ```
 
 use anyhow::Context;
+use reel_engine::error_chain;
 use std::{
     collections::BTreeMap,
     io::Read,
@@ -241,7 +242,7 @@ impl CommandFile {
         let mut file: CommandFile =
             serde_saphyr::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         file.folder = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        file.check().map_err(|e| invalid(format!("{e:#}")))?;
+        file.check().map_err(|e| invalid(error_chain(&*e)))?;
         Ok(file)
     }
 

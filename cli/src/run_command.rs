@@ -5,6 +5,7 @@
 //! presses Ctrl-C and when reel itself hits an internal error.
 
 use anyhow::Context;
+use reel_engine::error_chain;
 use std::{panic::AssertUnwindSafe, path::Path, sync::Arc};
 
 use anyhow::bail;
@@ -124,7 +125,7 @@ pub async fn run(invocation: Invocation) -> u8 {
 
     let (session, ending) = match prepared {
         Err(error) => {
-            tracing::error!("{error:#}");
+            tracing::error!("{}", error_chain(&*error));
             if !args.stdin_rpc {
                 session.emit_snapshot(&none).await;
             }
@@ -132,7 +133,7 @@ pub async fn run(invocation: Invocation) -> u8 {
                 .emit_error(
                     &none,
                     ErrorCode::RunnerInitFailed,
-                    &format!("{error:#}"),
+                    &error_chain(&*error),
                     true,
                 )
                 .await;

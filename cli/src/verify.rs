@@ -3,6 +3,7 @@
 //! written, and the log is read page by page, so a session of millions of events costs the
 //! memory of its timeline, not of its log.
 
+use reel_engine::error_chain;
 use reel_engine::{LogStore, SessionState, TimelineProjection};
 use reel_proto::rpc::SnapshotEntity;
 
@@ -33,7 +34,7 @@ pub async fn run(args: VerifyArgs) -> u8 {
             1
         }
         Err(error) => {
-            tracing::error!("{error:#}");
+            tracing::error!("{}", error_chain(&*error));
             1
         }
     }
@@ -77,7 +78,7 @@ async fn verify(args: &VerifyArgs) -> anyhow::Result<Vec<String>> {
     })
     .await;
     if let Err(error) = read {
-        problems.push(format!("{error:#}"));
+        problems.push(error_chain(&*error));
     }
     let rebuilt = rebuilt.unwrap_or_default();
     compare_entities(&stored, &rebuilt, &mut problems);

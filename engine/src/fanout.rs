@@ -226,7 +226,7 @@ impl Fanout {
     ) -> Option<SinkFailure> {
         let message = match task.await {
             Ok(Ok(())) => return None,
-            Ok(Err(error)) => error.to_string(),
+            Ok(Err(error)) => crate::store::error_chain(&error),
             Err(join) => format!("crashed: {join}"),
         };
         tracing::error!(sink = %name, "output failed: {message}");

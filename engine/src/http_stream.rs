@@ -8,7 +8,7 @@
 
 use std::{collections::VecDeque, time::Duration};
 
-use eventsource_stream::{Event, Eventsource};
+use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{StreamExt, stream::BoxStream};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::{
     provider::{ProviderError, ProviderEvent, ProviderStream},
     secrets::Secrets,
-    sse_limit,
+    sse_limit::{self, BodyError},
 };
 
 /// The most of an error response's body reel reads (the provider's message is at its start).
@@ -195,7 +195,7 @@ struct Call<D> {
     request: Result<HttpRequest, ProviderError>,
     attempt: u32,
     /// The SSE events of the response, once it has started.
-    events: Option<BoxStream<'static, Result<Event, String>>>,
+    events: Option<BoxStream<'static, Result<Event, EventStreamError<BodyError>>>>,
     pending: Pending,
     dialect: D,
     done: bool,
@@ -232,8 +232,13 @@ impl<D: Dialect> Call<D> {
                 }
                 Ok(Some(Err(error))) => {
                     self.done = true;
+                    // A transport failure says itself; the others are the stream's own words.
+                    let why = match error {
+                        EventStreamError::Transport(body) => body.to_string(),
+                        other => other.to_string(),
+                    };
                     return Some(Err(ProviderError::Upstream(format!(
-                        "the reply broke off: {error}"
+                        "the reply broke off: {why}"
                     ))));
                 }
                 Ok(Some(Ok(event))) => {
@@ -269,13 +274,7 @@ impl<D: Dialect> Call<D> {
         let status = response.status();
         if status.is_success() {
             let body = sse_limit::bounded(response.bytes_stream(), sse_limit::MAX_EVENT_BYTES);
-            let events = body.eventsource().map(|event| {
-                event.map_err(|error| match error {
-                    eventsource_stream::EventStreamError::Transport(body) => body.to_string(),
-                    other => other.to_string(),
-                })
-            });
-            self.events = Some(events.boxed());
+            self.events = Some(body.eventsource().boxed());
             return Ok(());
         }
         let body = error_body(response).await;

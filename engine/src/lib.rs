@@ -65,7 +65,8 @@ pub use server::{Incoming, ServeConfig, ServeEnd, serve};
 pub use session::Session;
 pub use sink::{Acks, Durability, MemorySink, Sink, SinkError};
 pub use store::{
-    Commit, LEASE_HEARTBEAT, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore,
+    Cause, Commit, LEASE_HEARTBEAT, LogStore, SessionState, StoreError, StoredSession, Turn,
+    TurnStore, error_chain,
 };
 pub use stored_stream::{StoredStream, send_stored};
 pub use timeline::{OpenRun, TimelineProjection};

@@ -22,7 +22,7 @@ pub enum SinkError {
     #[error("{0}")]
     Io(#[from] std::io::Error),
     /// A store the sink writes to failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error("cannot encode a frame: {0}")]
     Encode(String),

@@ -81,13 +81,16 @@ pub struct Commit {
     pub title: Option<String>,
 }
 
+/// The failure under a [`StoreError::Database`]: the driver's or the file system's own error.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Why a store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// Another live process holds the session.
     #[error("{0}")]
     Busy(String),
-    /// The session is not in the store.
+    /// The session, or the database, is not there.
     #[error("{0}")]
     NotFound(String),
     /// The store's data is not what reel wrote: it is left untouched.
@@ -96,9 +99,59 @@ pub enum StoreError {
     /// The database belongs to another program (or a newer reel): it is left untouched.
     #[error("{0}")]
     Foreign(String),
-    /// The database failed (locked, read-only, full, unreachable).
+    /// The database cannot be used for this as it is (a read-only command and an older
+    /// reel's schema, for instance); the message says what to do.
     #[error("{0}")]
-    Database(String),
+    Unusable(String),
+    /// The database failed (locked, read-only, full, unreachable): what reel was doing, and
+    /// the database's own error as the source.
+    #[error("{doing}")]
+    Database {
+        doing: String,
+        #[source]
+        cause: Cause,
+    },
+}
+
+impl StoreError {
+    /// The database failed while reel was `doing` something.
+    pub fn database(doing: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        StoreError::Database {
+            doing: doing.into(),
+            cause: cause.into(),
+        }
+    }
+
+    /// The same error, said as part of `context` (a database's name, a larger step): a
+    /// database failure reads `context: doing: cause`, and the others keep their words.
+    pub fn within(self, context: &str) -> Self {
+        match self {
+            StoreError::Database { doing, cause } if doing.is_empty() => StoreError::Database {
+                doing: context.to_owned(),
+                cause,
+            },
+            StoreError::Database { doing, cause } => StoreError::Database {
+                doing: format!("{context}: {doing}"),
+                cause,
+            },
+            other => other,
+        }
+    }
+}
+
+/// An error and every source under it, as one line: `what: why: deeper why`.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !text.is_empty() && !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = cause.source();
+    }
+    line
 }
 
 /// The model context after one run: what the next run of the session starts from.
@@ -185,4 +238,31 @@ pub trait LogStore: Send + 'static {
 
     /// Gives the session up (the process is done with it).
     async fn release(&mut self, session_id: &str) -> Result<(), StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_error_keeps_its_cause_and_reads_as_one_chain() {
+        let cause = std::io::Error::other("disk full");
+        let error = StoreError::database("", cause).within("timeline database t.db");
+        assert_eq!(error.to_string(), "timeline database t.db");
+        let source = std::error::Error::source(&error).expect("the cause is kept");
+        assert_eq!(source.to_string(), "disk full");
+        assert_eq!(error_chain(&error), "timeline database t.db: disk full");
+        let inner = StoreError::database("committing", std::io::Error::other("locked"));
+        assert_eq!(
+            error_chain(&inner.within("t.db")),
+            "t.db: committing: locked"
+        );
+        // Other kinds keep their words; a wrapper that repeats its source says it once.
+        assert_eq!(
+            StoreError::Busy("taken".into()).within("x").to_string(),
+            "taken"
+        );
+        let sink = crate::SinkError::Io(std::io::Error::other("pipe closed"));
+        assert_eq!(error_chain(&sink), "pipe closed");
+    }
 }

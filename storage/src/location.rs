@@ -43,7 +43,7 @@ impl Location {
     pub fn dsn(dsn: &str) -> Result<Self, StoreError> {
         if let Some(path) = dsn.strip_prefix("sqlite://") {
             if path.is_empty() {
-                return Err(StoreError::Database(
+                return Err(StoreError::Unusable(
                     "the DSN sqlite:// names no file (sqlite://PATH)".into(),
                 ));
             }
@@ -57,7 +57,7 @@ impl Location {
             Some((scheme, _)) => format!("reel does not know the scheme {scheme:?}"),
             None => "it has no scheme".to_owned(),
         };
-        Err(StoreError::Database(format!(
+        Err(StoreError::Unusable(format!(
             "{shown:?} is not a database DSN reel can use ({problem}); use {SCHEMES}, or --timeline-db PATH for a SQLite file"
         )))
     }

@@ -23,7 +23,7 @@ use sqlx::{
 use crate::{
     Access,
     rows::{db, entity_json, event_json, to_i64},
-    schema::{self, MIGRATION_TABLE, POSTGRES_MIGRATIONS, REEL_TABLES, Schema},
+    schema::{self, MIGRATION_TABLE, POSTGRES_MIGRATIONS, REEL_TABLES, Refusal, Schema},
     sql_store::Backend,
 };
 
@@ -57,7 +57,7 @@ impl PostgresStore {
     /// connection refuses writes.
     pub async fn connect(dsn: &str, access: Access) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(dsn)
-            .map_err(|e| StoreError::Database(format!("invalid PostgreSQL DSN: {e}")))?
+            .map_err(|e| StoreError::database("invalid PostgreSQL DSN", e))?
             .application_name(&format!("reel/{}", std::process::id()));
         let shown = format!(
             "postgres://{}@{}:{}/{}",
@@ -68,10 +68,10 @@ impl PostgresStore {
         );
         let mut conn = PgConnection::connect_with(&options)
             .await
-            .map_err(|e| StoreError::Database(format!("cannot connect to {shown}: {e}")))?;
+            .map_err(|e| StoreError::database(format!("cannot connect to {shown}"), e))?;
         let schema = read_schema(&mut conn)
             .await
-            .map_err(|e| StoreError::Database(format!("cannot read the schema of {shown}: {e}")))?;
+            .map_err(|e| StoreError::database(format!("cannot read the schema of {shown}"), e))?;
         match (schema, access) {
             (Err(why), _) => {
                 return Err(StoreError::Foreign(format!(
@@ -84,7 +84,7 @@ impl PostgresStore {
                 )));
             }
             (Ok(Schema::Reel { pending }), Access::ReadOnly) if pending > 0 => {
-                return Err(StoreError::Database(format!(
+                return Err(StoreError::Unusable(format!(
                     "{shown} was written by an older reel; a writing command (run-command --resume, replay, fork) upgrades it, and read-only commands never change a database"
                 )));
             }
@@ -92,11 +92,11 @@ impl PostgresStore {
                 sqlx::query("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
                     .execute(&mut conn)
                     .await
-                    .map_err(|e| StoreError::Database(format!("{shown}: {e}")))?;
+                    .map_err(|e| StoreError::database(&shown, e))?;
             }
             (Ok(_), Access::ReadWrite) => {
                 POSTGRES_MIGRATIONS.run(&mut conn).await.map_err(|e| {
-                    StoreError::Database(format!("cannot bring {shown} up to reel's schema: {e}"))
+                    StoreError::database(format!("cannot bring {shown} up to reel's schema"), e)
                 })?;
             }
         }
@@ -112,7 +112,7 @@ impl PostgresStore {
     async fn listener(&mut self) -> Result<&mut PgListener, StoreError> {
         if self.listener.is_none() {
             let failed = |e: sqlx::Error| {
-                StoreError::Database(format!("cannot listen for commits on {}: {e}", self.shown))
+                StoreError::database(format!("cannot listen for commits on {}", self.shown), e)
             };
             let mut listener = PgListener::connect(&self.dsn).await.map_err(failed)?;
             listener.listen(NOTIFY_CHANNEL).await.map_err(failed)?;
@@ -121,8 +121,8 @@ impl PostgresStore {
         Ok(self.listener.as_mut().expect("made above"))
     }
 
-    pub(crate) fn error(&self, error: &sqlx::Error) -> StoreError {
-        StoreError::Database(format!("timeline database {}: {error}", self.shown))
+    pub(crate) fn error(&self, error: sqlx::Error) -> StoreError {
+        StoreError::database(format!("timeline database {}", self.shown), error)
     }
 
     /// The server process holding `session_id`'s lock, and its application name.
@@ -131,13 +131,44 @@ impl PostgresStore {
             .bind(session_id)
             .fetch_optional(&mut self.conn)
             .await
-            .map_err(|e| self.error(&e))?;
+            .map_err(|e| self.error(e))?;
         Ok(row.map(|row| {
             (
                 row.get(0),
                 row.get::<Option<String>, _>(1).unwrap_or_default(),
             )
         }))
+    }
+
+    /// Deletes the session's rows; a failed statement rolls the transaction back.
+    async fn delete_in_transaction(&mut self, session_id: &str) -> Result<(), StoreError> {
+        let mut tx = self.conn.begin().await.map_err(db)?;
+        Self::delete_rows(&mut tx, session_id).await?;
+        tx.commit().await.map_err(db)
+    }
+
+    /// Writes the commit in one transaction; a failed statement rolls it back.
+    async fn commit_in_transaction(
+        &mut self,
+        session_id: &str,
+        commit: &Commit,
+        last: u64,
+    ) -> Result<(), StoreError> {
+        let shown = self.shown.clone();
+        let mut tx = self.conn.begin().await.map_err(db)?;
+        // The session's row stays locked until the commit ends: one writer at a time.
+        Self::begin_commit(&mut tx, session_id, commit, (&shown, " FOR UPDATE")).await?;
+        insert_events(&mut tx, session_id, commit).await?;
+        upsert_entities(&mut tx, session_id, commit).await?;
+        Self::end_commit(&mut tx, session_id, commit, last).await?;
+        // Followers (`reel tail`) hear of the commit when it becomes visible.
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(NOTIFY_CHANNEL)
+            .bind(session_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)
     }
 
     /// Takes the session's lock from the connection holding it (ending that connection),
@@ -154,7 +185,7 @@ impl PostgresStore {
             .bind(pid)
             .execute(&mut self.conn)
             .await
-            .map_err(|e| self.error(&e))?;
+            .map_err(|e| self.error(e))?;
         for _ in 0..50 {
             if self.try_lock(session_id).await? {
                 return Ok(format!("{name} (server process {pid})"));
@@ -172,7 +203,7 @@ impl PostgresStore {
             .bind(session_id)
             .fetch_one(&mut self.conn)
             .await
-            .map_err(|e| self.error(&e))?
+            .map_err(|e| self.error(e))?
             .get(0);
         Ok(locked)
     }
@@ -180,7 +211,7 @@ impl PostgresStore {
 
 /// What the connection's current schema holds: reel's schema, nothing of reel's, or why reel
 /// must not touch it.
-async fn read_schema(conn: &mut PgConnection) -> Result<Result<Schema, String>, sqlx::Error> {
+async fn read_schema(conn: &mut PgConnection) -> Result<Result<Schema, Refusal>, sqlx::Error> {
     let tables: Vec<String> = sqlx::query(
         "SELECT c.relname::text FROM pg_class c \
          WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()) \
@@ -238,9 +269,8 @@ impl Backend for PostgresStore {
     }
 
     async fn delete_session(&mut self, session_id: &str) -> Result<(), StoreError> {
-        let mut tx = self.conn.begin().await.map_err(db)?;
-        Self::delete_rows(&mut tx, session_id).await?;
-        tx.commit().await.map_err(db)
+        let deleted = self.delete_in_transaction(session_id).await;
+        deleted.map_err(|e| e.within(&format!("timeline database {}", self.shown)))
     }
 
     async fn write_commit(
@@ -249,21 +279,8 @@ impl Backend for PostgresStore {
         commit: &Commit,
         last: u64,
     ) -> Result<(), StoreError> {
-        let shown = self.shown.clone();
-        let mut tx = self.conn.begin().await.map_err(db)?;
-        // The session's row stays locked until the commit ends: one writer at a time.
-        Self::begin_commit(&mut tx, session_id, commit, (&shown, " FOR UPDATE")).await?;
-        insert_events(&mut tx, session_id, commit).await?;
-        upsert_entities(&mut tx, session_id, commit).await?;
-        Self::end_commit(&mut tx, session_id, commit, last).await?;
-        // Followers (`reel tail`) hear of the commit when it becomes visible.
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(NOTIFY_CHANNEL)
-            .bind(session_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        tx.commit().await.map_err(db)
+        let written = self.commit_in_transaction(session_id, commit, last).await;
+        written.map_err(|e| e.within(&format!("timeline database {}", self.shown)))
     }
 
     async fn give_up_lease(&mut self, session_id: &str) -> Result<(), StoreError> {
@@ -271,7 +288,7 @@ impl Backend for PostgresStore {
             .bind(session_id)
             .execute(&mut self.conn)
             .await
-            .map_err(|e| self.error(&e))?;
+            .map_err(|e| self.error(e))?;
         Ok(())
     }
 

@@ -3,22 +3,23 @@
 use reel_engine::{ContextMessage, LogEntry, RunStatus, SessionState, StoreError};
 use reel_proto::{Any, chat::UsageInfo, json, rpc::SnapshotEntity};
 
-/// A failed statement inside a transaction (the store names its database around it).
+/// A failed statement inside a transaction (the store names its database around it, with
+/// [`StoreError::within`]).
 pub fn db(error: sqlx::Error) -> StoreError {
-    StoreError::Database(error.to_string())
+    StoreError::database("", error)
 }
 
 /// An event's payload as canonical protobuf JSON ("@type" first).
 pub fn event_json(entry: &LogEntry) -> Result<String, StoreError> {
     json::to_string(&entry.event)
-        .map_err(|e| StoreError::Database(format!("cannot encode event {}: {e}", entry.ordinal)))
+        .map_err(|e| StoreError::database(format!("cannot encode event {}", entry.ordinal), e))
 }
 
 /// An entity's payload as canonical protobuf JSON.
 pub fn entity_json(entity: &SnapshotEntity) -> Result<String, StoreError> {
     match &entity.payload {
         Some(payload) => json::to_string(payload)
-            .map_err(|e| StoreError::Database(format!("cannot encode entity {}: {e}", entity.id))),
+            .map_err(|e| StoreError::database(format!("cannot encode entity {}", entity.id), e)),
         None => Ok("null".to_owned()),
     }
 }
@@ -102,8 +103,7 @@ pub fn run_status(session_id: &str, run_id: &str, text: &str) -> Result<RunStatu
 
 /// A turn's conversation as JSON.
 pub fn context_json(context: &[std::sync::Arc<ContextMessage>]) -> Result<String, StoreError> {
-    serde_json::to_string(context)
-        .map_err(|e| StoreError::Database(format!("cannot encode a turn: {e}")))
+    serde_json::to_string(context).map_err(|e| StoreError::database("cannot encode a turn", e))
 }
 
 /// A stored turn's conversation, decoded.

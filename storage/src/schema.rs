@@ -38,24 +38,38 @@ pub(crate) enum Schema {
 /// One row of the migration table: version, checksum, whether it completed.
 pub(crate) type Applied = (i64, Vec<u8>, bool);
 
+/// Why a database is not reel's to touch.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    #[error(
+        "its migration table lists version {0}, which this reel does not know (a newer reel wrote it, or another program)"
+    )]
+    UnknownMigration(i64),
+    #[error("its migration {version} is not reel's ({ours}): another program's schema")]
+    ForeignMigration { version: i64, ours: String },
+    #[error("its migration {0} failed partway")]
+    FailedMigration(i64),
+    #[error("it holds another program's tables ({0}) and no reel schema")]
+    ForeignTables(String),
+    #[error("it has tables named like reel's ({0}) that reel did not create")]
+    ClashingTables(String),
+}
+
 /// Judges a database that has a migration table: reel's (with how many migrations are
 /// pending), or why not.
-pub(crate) fn judge(applied: &[Applied], migrator: &Migrator) -> Result<Schema, String> {
+pub(crate) fn judge(applied: &[Applied], migrator: &Migrator) -> Result<Schema, Refusal> {
     for (version, checksum, success) in applied {
         let Some(ours) = migrator.iter().find(|m| m.version == *version) else {
-            return Err(format!(
-                "its migration table lists version {version}, which this reel does not know \
-                 (a newer reel wrote it, or another program)"
-            ));
+            return Err(Refusal::UnknownMigration(*version));
         };
         if ours.checksum.as_ref() != checksum.as_slice() {
-            return Err(format!(
-                "its migration {version} is not reel's ({}): another program's schema",
-                ours.description
-            ));
+            return Err(Refusal::ForeignMigration {
+                version: *version,
+                ours: ours.description.to_string(),
+            });
         }
         if !success {
-            return Err(format!("its migration {version} failed partway"));
+            return Err(Refusal::FailedMigration(*version));
         }
     }
     let pending = migrator
@@ -66,7 +80,7 @@ pub(crate) fn judge(applied: &[Applied], migrator: &Migrator) -> Result<Schema, 
 }
 
 /// Judges a database without a migration table from the names of its tables.
-pub(crate) fn judge_tables(tables: &[String]) -> Result<Schema, String> {
+pub(crate) fn judge_tables(tables: &[String]) -> Result<Schema, Refusal> {
     if tables.is_empty() {
         return Ok(Schema::Empty);
     }
@@ -75,23 +89,14 @@ pub(crate) fn judge_tables(tables: &[String]) -> Result<Schema, String> {
         .map(String::as_str)
         .filter(|t| REEL_TABLES.contains(t))
         .collect();
-    let shown: Vec<&str> = tables.iter().map(String::as_str).take(5).collect();
-    let more = if tables.len() > shown.len() {
-        ", ..."
-    } else {
-        ""
-    };
-    Err(if clashing.is_empty() {
-        format!(
-            "it holds another program's tables ({}{more}) and no reel schema",
-            shown.join(", ")
-        )
-    } else {
-        format!(
-            "it has tables named like reel's ({}) that reel did not create",
-            clashing.join(", ")
-        )
-    })
+    if !clashing.is_empty() {
+        return Err(Refusal::ClashingTables(clashing.join(", ")));
+    }
+    let mut shown: Vec<&str> = tables.iter().map(String::as_str).take(5).collect();
+    if tables.len() > shown.len() {
+        shown.push("...");
+    }
+    Err(Refusal::ForeignTables(shown.join(", ")))
 }
 
 #[cfg(test)]
@@ -119,31 +124,38 @@ mod tests {
         );
         let mut foreign = applied(1);
         foreign[0].1 = vec![0; 48];
-        assert!(judge(&foreign, &SQLITE_MIGRATIONS).is_err());
+        assert!(matches!(
+            judge(&foreign, &SQLITE_MIGRATIONS),
+            Err(Refusal::ForeignMigration { version: _, .. })
+        ));
         let mut newer = applied(all);
         newer.push((99_999, vec![1], true));
-        assert!(
-            judge(&newer, &SQLITE_MIGRATIONS)
-                .unwrap_err()
-                .contains("newer")
-        );
+        let refusal = judge(&newer, &SQLITE_MIGRATIONS).unwrap_err();
+        assert_eq!(refusal, Refusal::UnknownMigration(99_999));
+        assert!(refusal.to_string().contains("newer"));
         let mut failed = applied(1);
         failed[0].2 = false;
-        assert!(judge(&failed, &SQLITE_MIGRATIONS).is_err());
+        assert!(matches!(
+            judge(&failed, &SQLITE_MIGRATIONS),
+            Err(Refusal::FailedMigration(_))
+        ));
     }
 
     #[test]
     fn tables_without_a_migration_table_are_another_programs() {
         assert_eq!(judge_tables(&[]), Ok(Schema::Empty));
-        assert!(
-            judge_tables(&["users".into()])
-                .unwrap_err()
-                .contains("users")
+        assert_eq!(
+            judge_tables(&["users".into()]),
+            Err(Refusal::ForeignTables("users".into()))
         );
-        assert!(
-            judge_tables(&["events".into()])
-                .unwrap_err()
-                .contains("named like reel's")
+        let many: Vec<String> = (0..7).map(|n| format!("t{n}")).collect();
+        assert_eq!(
+            judge_tables(&many).unwrap_err().to_string(),
+            "it holds another program's tables (t0, t1, t2, t3, t4, ...) and no reel schema"
+        );
+        assert_eq!(
+            judge_tables(&["events".into(), "users".into()]),
+            Err(Refusal::ClashingTables("events".into()))
         );
     }
 }

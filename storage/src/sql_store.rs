@@ -217,7 +217,7 @@ macro_rules! sql_store {
                     .bind(session_id)
                     .fetch_optional(&mut self.conn)
                     .await
-                    .map_err(|e| self.error(&e))?;
+                    .map_err(|e| self.error(e))?;
                 Ok(row.is_some())
             }
 
@@ -249,7 +249,7 @@ macro_rules! sql_store {
                     .bind(session_id)
                     .fetch_optional(&mut self.conn)
                     .await
-                    .map_err(|e| self.error(&e))?;
+                    .map_err(|e| self.error(e))?;
                 Ok(row.map_or(0, |row| row.get::<i64, _>(0) as u64))
             }
 
@@ -270,7 +270,7 @@ macro_rules! sql_store {
                     .bind(session_id)
                     .fetch_all(&mut self.conn)
                     .await
-                    .map_err(|e| self.error(&e))?;
+                    .map_err(|e| self.error(e))?;
                 let entities = rows
                     .iter()
                     .map(|row| {
@@ -311,7 +311,7 @@ macro_rules! sql_store {
                 let rows = sqlx::query(SESSIONS)
                     .fetch_all(&mut self.conn)
                     .await
-                    .map_err(|e| self.error(&e))?;
+                    .map_err(|e| self.error(e))?;
                 Ok(rows.iter().map(|row| summary!(row)).collect())
             }
 
@@ -323,7 +323,7 @@ macro_rules! sql_store {
                     .bind(session_id)
                     .fetch_optional(&mut self.conn)
                     .await
-                    .map_err(|e| self.error(&e))?;
+                    .map_err(|e| self.error(e))?;
                 Ok(row.map(|row| summary!(row)))
             }
 
@@ -339,7 +339,7 @@ macro_rules! sql_store {
                     .bind(i64::from(limit))
                     .fetch_all(&mut self.conn)
                     .await
-                    .map_err(|e| self.error(&e))?;
+                    .map_err(|e| self.error(e))?;
                 rows.iter()
                     .map(|row| event_from(session_id, row.get(0), row.get(1), row.get(2)))
                     .collect()
@@ -355,7 +355,7 @@ macro_rules! sql_store {
                     .bind(to_i64(ordinal))
                     .fetch_optional(&mut self.conn)
                     .await
-                    .map_err(|e| self.error(&e))?;
+                    .map_err(|e| self.error(e))?;
                 match row {
                     Some(row) => state_from(session_id, row.get(0), row.get(1)),
                     None => Ok(SessionState::default()),

@@ -66,14 +66,14 @@ impl SqliteStore {
                 )));
             }
             (Access::ReadOnly, FileState::Database(Schema::Reel { pending })) if pending > 0 => {
-                return Err(StoreError::Database(format!(
+                return Err(StoreError::Unusable(format!(
                     "{shown} was written by an older reel; a writing command (run-command --resume, replay, fork) upgrades it, and read-only commands never change a database"
                 )));
             }
             (Access::ReadOnly, FileState::Database(_)) => {
                 let conn = sqlite_file::read_only_connection(path)
                     .await
-                    .map_err(|e| open_error(&shown, &e))?;
+                    .map_err(|e| open_error(&shown, e))?;
                 return Ok(Self {
                     conn,
                     path: shown,
@@ -86,7 +86,7 @@ impl SqliteStore {
                     && let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty())
                 {
                     std::fs::create_dir_all(folder).map_err(|e| {
-                        StoreError::Database(format!("cannot create the folder of {shown}: {e}"))
+                        StoreError::database(format!("cannot create the folder of {shown}"), e)
                     })?;
                 }
                 options
@@ -95,16 +95,13 @@ impl SqliteStore {
                     .synchronous(SqliteSynchronous::Normal)
             }
         };
-        let mut conn = options
-            .connect()
-            .await
-            .map_err(|e| open_error(&shown, &e))?;
+        let mut conn = options.connect().await.map_err(|e| open_error(&shown, e))?;
         // Only a read-write open gets here: its file is reel's own, or new.
         SQLITE_MIGRATIONS.run(&mut conn).await.map_err(|e| {
-            StoreError::Database(format!("cannot bring {shown} up to reel's schema: {e}"))
+            StoreError::database(format!("cannot bring {shown} up to reel's schema"), e)
         })?;
         let identity = Identity::of(path).map_err(|e| {
-            StoreError::Database(format!("cannot look at {shown} after opening it: {e}"))
+            StoreError::database(format!("cannot look at {shown} after opening it"), e)
         })?;
         Ok(Self {
             conn,
@@ -119,8 +116,8 @@ impl SqliteStore {
         let row = sqlx::query("PRAGMA integrity_check")
             .fetch_one(&mut self.conn)
             .await
-            .map_err(|e| self.error(&e))?;
-        row.try_get::<String, _>(0).map_err(|e| self.error(&e))
+            .map_err(|e| self.error(e))?;
+        row.try_get::<String, _>(0).map_err(|e| self.error(e))
     }
 
     /// Checkpoints the WAL into the main file (on shutdown, so the file stands alone).
@@ -128,17 +125,17 @@ impl SqliteStore {
         sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
             .execute(&mut self.conn)
             .await
-            .map_err(|e| self.error(&e))?;
+            .map_err(|e| self.error(e))?;
         Ok(())
     }
 
-    pub(crate) fn error(&self, error: &sqlx::Error) -> StoreError {
+    pub(crate) fn error(&self, error: sqlx::Error) -> StoreError {
         let hint = if error.to_string().contains("database is locked") {
             " (another program holds its write lock; reel waited 5 s for it)"
         } else {
             ""
         };
-        StoreError::Database(format!("timeline database {}: {error}{hint}", self.path))
+        StoreError::database(format!("timeline database {}{hint}", self.path), error)
     }
 
     /// Fails when the file reel opened is no longer the file at the path.
@@ -158,37 +155,34 @@ impl SqliteStore {
         sqlx::query("BEGIN IMMEDIATE")
             .execute(&mut self.conn)
             .await
-            .map_err(|e| self.error(&e))?;
+            .map_err(|e| self.error(e))?;
         match work(&mut self.conn).await {
             Ok(value) => {
                 sqlx::query("COMMIT")
                     .execute(&mut self.conn)
                     .await
-                    .map_err(|e| self.error(&e))?;
+                    .map_err(|e| self.error(e))?;
                 self.check_file()?;
                 Ok(value)
             }
             Err(error) => {
                 let _ = sqlx::query("ROLLBACK").execute(&mut self.conn).await;
-                Err(match error {
-                    StoreError::Database(message) => {
-                        StoreError::Database(format!("timeline database {}: {message}", self.path))
-                    }
-                    other => other,
-                })
+                Err(error.within(&format!("timeline database {}", self.path)))
             }
         }
     }
 }
 
-fn open_error(path: &str, error: &dyn std::fmt::Display) -> StoreError {
-    let text = error.to_string();
+fn open_error(path: &str, error: sqlx::Error) -> StoreError {
     if read_only(path) {
-        StoreError::Database(format!(
-            "cannot open timeline database {path}: it is read-only, and reel writes to it (and to its -wal and -shm files beside it) ({text})"
-        ))
+        StoreError::database(
+            format!(
+                "cannot open timeline database {path}: it is read-only, and reel writes to it (and to its -wal and -shm files beside it)"
+            ),
+            error,
+        )
     } else {
-        StoreError::Database(format!("cannot open timeline database {path}: {text}"))
+        StoreError::database(format!("cannot open timeline database {path}"), error)
     }
 }
 
@@ -210,12 +204,7 @@ impl Backend for SqliteStore {
     async fn heartbeat(&mut self, session_id: &str) -> Result<(), StoreError> {
         renew(&mut self.conn, session_id)
             .await
-            .map_err(|e| match e {
-                StoreError::Database(message) => {
-                    StoreError::Database(format!("timeline database {}: {message}", self.path))
-                }
-                other => other,
-            })?;
+            .map_err(|e| e.within(&format!("timeline database {}", self.path)))?;
         self.check_file()
     }
 

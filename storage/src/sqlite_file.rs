@@ -15,7 +15,7 @@ use std::{io::Read, os::unix::fs::MetadataExt, path::Path};
 use reel_engine::StoreError;
 use sqlx::{ConnectOptions, Row, sqlite::SqliteConnectOptions};
 
-use crate::schema::{self, MIGRATION_TABLE, SQLITE_MIGRATIONS, Schema};
+use crate::schema::{self, MIGRATION_TABLE, Refusal, SQLITE_MIGRATIONS, Schema};
 
 /// The first 16 bytes of every SQLite 3 database file.
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
@@ -38,9 +38,10 @@ pub(crate) async fn inspect(path: &Path) -> Result<FileState, StoreError> {
             return Ok(FileState::Missing);
         }
         Err(error) => {
-            return Err(StoreError::Database(format!(
-                "cannot look at {shown}: {error}"
-            )));
+            return Err(StoreError::database(
+                format!("cannot look at {shown}"),
+                error,
+            ));
         }
     };
     if !metadata.is_file() {
@@ -67,7 +68,7 @@ pub(crate) async fn inspect(path: &Path) -> Result<FileState, StoreError> {
 }
 
 /// The schema of the SQLite database at `path`, read over a read-only connection.
-async fn read_schema(path: &Path) -> Result<Result<Schema, String>, StoreError> {
+async fn read_schema(path: &Path) -> Result<Result<Schema, Refusal>, StoreError> {
     let shown = path.display().to_string();
     let failed = |error: sqlx::Error| {
         let text = error.to_string();
@@ -76,7 +77,7 @@ async fn read_schema(path: &Path) -> Result<Result<Schema, String>, StoreError> 
                 "{shown} is damaged or not a database ({text}); it was left untouched"
             ))
         } else {
-            StoreError::Database(format!("cannot read {shown}: {text}"))
+            StoreError::database(format!("cannot read {shown}"), error)
         }
     };
     let mut conn = read_only_connection(path).await.map_err(failed)?;
@@ -149,7 +150,7 @@ impl Identity {
     /// Fails when the file at `path` is no longer this one (deleted, or replaced).
     pub(crate) fn check(&self, path: &Path) -> Result<(), StoreError> {
         let lost = |what: &str| {
-            StoreError::Database(format!(
+            StoreError::Unusable(format!(
                 "the timeline database {} {what} while reel was writing to it; what reel committed since then is lost with the old file",
                 path.display()
             ))

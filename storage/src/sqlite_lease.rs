@@ -62,7 +62,7 @@ impl SqliteStore {
             .bind(lease::this_process())
             .execute(&mut self.conn)
             .await
-            .map_err(|e| self.error(&e))?;
+            .map_err(|e| self.error(e))?;
         Ok(())
     }
 
@@ -75,7 +75,7 @@ impl SqliteStore {
             .bind(session_id)
             .fetch_optional(&mut self.conn)
             .await
-            .map_err(|e| self.error(&e))?;
+            .map_err(|e| self.error(e))?;
         Ok(row.and_then(|row| {
             let owner: String = row.get(0);
             match lease::holder(&owner, row.get(1), now_ms()) {

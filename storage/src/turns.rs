@@ -52,7 +52,7 @@ macro_rules! turn_store {
                     .bind(s_cost)
                     .execute(&mut self.conn)
                     .await
-                    .map_err(|e| self.error(&e))?;
+                    .map_err(|e| self.error(e))?;
                 Ok(())
             }
 
@@ -61,7 +61,7 @@ macro_rules! turn_store {
                     .bind(session_id)
                     .fetch_optional(&mut self.conn)
                     .await
-                    .map_err(|e| self.error(&e))?;
+                    .map_err(|e| self.error(e))?;
                 row.map(|row| {
                     let run_id: String = row.get(0);
                     Ok(Turn {

@@ -11,6 +11,8 @@ mod provider;
 mod stdin_rpc;
 mod stream;
 
+use reel_engine::error_chain;
+
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     /// Text deltas in the long streamed reply; the short reply has a tenth of them.
@@ -47,7 +49,7 @@ pub async fn run(args: BenchArgs) -> u8 {
     let mut fetched = 0;
     for api in [provider::Api::OpenAi, provider::Api::Anthropic] {
         if let Err(error) = provider::run(args.provider_deltas.max(1), api).await {
-            eprintln!("reel bench: provider {api:?}: {error:#}");
+            eprintln!("reel bench: provider {api:?}: {}", error_chain(&*error));
             fetched = 1;
         }
         println!();
@@ -59,7 +61,7 @@ pub async fn run(args: BenchArgs) -> u8 {
         {
             Ok(Ok(())) => 0,
             Ok(Err(error)) => {
-                eprintln!("reel bench: stdin RPC: {error:#}");
+                eprintln!("reel bench: stdin RPC: {error}");
                 1
             }
             Err(join) => {
@@ -78,7 +80,7 @@ pub async fn run(args: BenchArgs) -> u8 {
         Ok(true) => 0,
         Ok(false) => 1,
         Err(error) => {
-            eprintln!("reel bench: durable: {error:#}");
+            eprintln!("reel bench: durable: {}", error_chain(&*error));
             1
         }
     };
@@ -87,7 +89,7 @@ pub async fn run(args: BenchArgs) -> u8 {
         Ok(true) => 0,
         Ok(false) => 1,
         Err(error) => {
-            eprintln!("reel bench: export: {error:#}");
+            eprintln!("reel bench: export: {}", error_chain(&*error));
             1
         }
     };

@@ -17,6 +17,7 @@ pub mod sessions;
 pub mod show;
 pub mod tail;
 
+use reel_engine::error_chain;
 use std::path::PathBuf;
 
 use reel_engine::{
@@ -180,7 +181,7 @@ pub async fn run(action: crate::cli::Action) -> u8 {
     match result {
         Ok(()) => 0,
         Err(error) => {
-            tracing::error!("{error:#}");
+            tracing::error!("{}", error_chain(&*error));
             1
         }
     }
