@@ -20,7 +20,7 @@ use tokio::{
 
 use crate::{
     output::{Output, OutputKind},
-    sink::{Acks, Durability, Sink, SinkError},
+    sink::{Acks, Durability, Reads, Sink, SinkError},
     vocabulary::ErrorCode,
 };
 
@@ -38,6 +38,7 @@ struct AttachedSink {
     task: JoinHandle<Result<(), SinkError>>,
     /// For durable sinks: the highest ordinal the sink has committed.
     committed: Option<watch::Receiver<u64>>,
+    reads: Reads,
 }
 
 /// A sink that failed and was detached.
@@ -68,6 +69,7 @@ impl Fanout {
     pub fn attach(&mut self, sink: Box<dyn Sink>) {
         let (tx, rx) = mpsc::channel(SINK_QUEUE);
         let name = sink.name();
+        let reads = sink.reads();
         let (acks, committed) = match sink.durability() {
             Durability::BestEffort => (Acks::channel(0).0, None),
             Durability::Durable { acknowledged } => {
@@ -81,6 +83,7 @@ impl Fanout {
             tx,
             task,
             committed,
+            reads,
         });
     }
 
@@ -111,6 +114,11 @@ impl Fanout {
     /// Whether a durable sink is attached (one whose commits a side effect must wait for).
     pub fn has_durable(&self) -> bool {
         self.sinks.iter().any(|sink| sink.committed.is_some())
+    }
+
+    /// Whether a sink still attached reads frames (ui events and snapshots), not only the log.
+    pub fn reads_frames(&self) -> bool {
+        self.sinks.iter().any(|sink| sink.reads == Reads::Frames)
     }
 
     /// Sinks still attached.
@@ -192,6 +200,7 @@ impl Fanout {
                 tx,
                 task,
                 committed,
+                ..
             } = sink;
             drop(tx);
             if let Some(failure) = Self::outcome(name, task, committed.is_some()).await {
@@ -207,6 +216,7 @@ impl Fanout {
             tx,
             task,
             committed,
+            ..
         } = sink;
         let durable = committed.is_some();
         drop(tx);

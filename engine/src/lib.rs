@@ -63,7 +63,7 @@ pub use scripted::{
 pub use secrets::{REDACTED, Secrets};
 pub use server::{Incoming, ServeConfig, ServeEnd, serve};
 pub use session::Session;
-pub use sink::{Acks, Durability, MemorySink, Sink, SinkError};
+pub use sink::{Acks, Durability, MemorySink, Reads, Sink, SinkError};
 pub use store::{
     Cause, Commit, LEASE_HEARTBEAT, LogStore, SessionState, StoreError, StoredSession, Turn,
     TurnStore, error_chain,

@@ -17,6 +17,7 @@ pub struct LogPages {
     session_id: String,
     after: u64,
     up_to: Option<u64>,
+    page: u32,
 }
 
 impl LogPages {
@@ -26,6 +27,7 @@ impl LogPages {
             session_id: session_id.to_owned(),
             after,
             up_to: Some(up_to),
+            page: PAGE,
         }
     }
 
@@ -36,7 +38,14 @@ impl LogPages {
             session_id: session_id.to_owned(),
             after,
             up_to: None,
+            page: PAGE,
         }
+    }
+
+    /// Reads `page` events per query instead of [`PAGE`].
+    pub fn page_size(mut self, page: u32) -> Self {
+        self.page = page.max(1);
+        self
     }
 
     /// The ordinal of the last event handed out.
@@ -61,7 +70,7 @@ impl LogPages {
             return Ok(Vec::new());
         }
         let mut page = catalog
-            .events_page(&self.session_id, self.after, PAGE)
+            .events_page(&self.session_id, self.after, self.page)
             .await?;
         if let Some(up_to) = self.up_to {
             page.retain(|entry| entry.ordinal <= up_to);

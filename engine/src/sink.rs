@@ -38,6 +38,17 @@ pub enum Durability {
     Durable { acknowledged: u64 },
 }
 
+/// What of the outputs a sink reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reads {
+    /// Frames: the ui events and snapshots the timeline projects, besides the log's events.
+    Frames,
+    /// The log's events alone (a transcript, the model context, counts): a stored session's
+    /// reader may skip projecting ui events and snapshots when no sink reads them, and then
+    /// hands such a sink events without ui events and empty snapshots.
+    LogOnly,
+}
+
 /// Where a sink acknowledges the highest ordinal it has made durable. A best-effort sink
 /// ignores it.
 #[derive(Debug)]
@@ -65,6 +76,11 @@ pub trait Sink: Send + 'static {
     /// Whether the session waits for this sink's acknowledgements.
     fn durability(&self) -> Durability {
         Durability::BestEffort
+    }
+
+    /// What of the outputs the sink reads.
+    fn reads(&self) -> Reads {
+        Reads::Frames
     }
 
     /// Consumes outputs until the channel closes, then flushes. Returning `Ok` means everything

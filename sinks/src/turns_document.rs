@@ -7,7 +7,7 @@
 use std::io::{self, BufWriter, Write};
 
 use reel_engine::{
-    Acks, ModelContextProjection, OutputBatch, OutputKind, Projection, Sink, SinkError,
+    Acks, ModelContextProjection, OutputBatch, OutputKind, Projection, Reads, Sink, SinkError,
     openai_messages,
 };
 use reel_proto::Any;
@@ -52,6 +52,11 @@ impl<W: Write + Send + 'static> TurnsDocumentSink<W> {
 impl<W: Write + Send + 'static> Sink for TurnsDocumentSink<W> {
     fn name(&self) -> String {
         "turns-document".into()
+    }
+
+    /// The model context is a fold of the log's events alone.
+    fn reads(&self) -> Reads {
+        Reads::LogOnly
     }
 
     async fn run(

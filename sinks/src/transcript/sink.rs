@@ -6,7 +6,7 @@
 
 use std::io::{self, BufWriter, Write};
 
-use reel_engine::{Acks, OutputBatch, OutputKind, Sink, SinkError};
+use reel_engine::{Acks, OutputBatch, OutputKind, Reads, Sink, SinkError};
 use tokio::sync::mpsc;
 
 use crate::blocking::write_blocking;
@@ -68,6 +68,11 @@ impl<W: Write + Send + 'static> TranscriptSink<W> {
 impl<W: Write + Send + 'static> Sink for TranscriptSink<W> {
     fn name(&self) -> String {
         "transcript".into()
+    }
+
+    /// A transcript is made from the log's events alone.
+    fn reads(&self) -> Reads {
+        Reads::LogOnly
     }
 
     async fn run(
