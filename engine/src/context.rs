@@ -80,15 +80,21 @@ impl ContextMessage {
     }
 }
 
+/// A conversation: its messages, oldest first, in a persistent vector. Cloning one is O(1) and
+/// shares everything; changing a clone copies only the path to what changed.
+pub type Conversation = imbl::Vector<Arc<ContextMessage>>;
+
 /// Folds the log into the conversation.
 ///
-/// Messages are shared (`Arc`): every model request carries the whole conversation, and a
-/// request built by sharing costs a reference count per message where a deep copy would cost
-/// every message's text, again for each call of a long session. A message is changed in place
-/// only while no request holds it (the newest assistant message, as it streams).
+/// Every model request carries the whole conversation, so a request must not cost the
+/// session's age: the conversation is a persistent vector of shared messages, and a request
+/// takes it in O(1) (a plain `Vec` of `Arc`s cost a reference count per message per call,
+/// which made a long session's turns slower and slower). A message is changed in place only
+/// while no request holds it (the newest assistant message, as it streams); otherwise the
+/// change copies that message and the vector's path to it.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ModelContextProjection {
-    messages: Vec<Arc<ContextMessage>>,
+    messages: Conversation,
     /// Text segment message id -> index of its assistant message (for the call in progress).
     segments: HashMap<String, usize>,
     /// Reasoning segment message id -> its assistant message and reasoning block (for the call
@@ -108,7 +114,7 @@ impl ModelContextProjection {
     }
 
     /// The conversation so far, oldest first.
-    pub fn messages(&self) -> &[Arc<ContextMessage>] {
+    pub fn messages(&self) -> &Conversation {
         &self.messages
     }
 
@@ -121,7 +127,7 @@ impl ModelContextProjection {
     /// folded: resuming from a turns database, which keeps no log.
     pub fn from_turn(messages: Vec<Arc<ContextMessage>>, calls: u64) -> Self {
         Self {
-            messages,
+            messages: messages.into_iter().collect(),
             calls,
             ..Self::default()
         }
@@ -134,7 +140,7 @@ impl Projection for ModelContextProjection {
     fn apply(&mut self, entry: &LogEntry) {
         match &entry.event {
             Any::ChatUserMessageAccepted(m) => {
-                self.messages.push(Arc::new(ContextMessage::new(
+                self.messages.push_back(Arc::new(ContextMessage::new(
                     ContextRole::User,
                     m.text.clone(),
                 )));
@@ -200,7 +206,7 @@ impl Projection for ModelContextProjection {
                 let mut message = ContextMessage::new(ContextRole::Tool, r.result.clone());
                 message.tool_call_id.clone_from(&r.tool_call_id);
                 message.is_error = r.is_error;
-                self.messages.push(Arc::new(message));
+                self.messages.push_back(Arc::new(message));
                 self.current_assistant = None;
             }
             _ => {}
@@ -235,7 +241,7 @@ impl ModelContextProjection {
                 && message.tool_calls.is_empty()
                 && message.reasoning.is_empty();
             if empty && at + 1 == self.messages.len() {
-                self.messages.pop();
+                self.messages.pop_back();
                 self.current_assistant = None;
             }
         }
@@ -246,7 +252,7 @@ impl ModelContextProjection {
         if let Some(at) = self.current_assistant {
             return at;
         }
-        self.messages.push(Arc::new(ContextMessage::new(
+        self.messages.push_back(Arc::new(ContextMessage::new(
             ContextRole::Assistant,
             String::new(),
         )));

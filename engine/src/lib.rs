@@ -42,7 +42,8 @@ mod vocabulary;
 pub use anthropic::AnthropicProvider;
 pub use catalog::{SessionCatalog, SessionSummary, run_tally, session_title};
 pub use context::{
-    ContextMessage, ContextReasoning, ContextRole, ContextToolCall, ModelContextProjection,
+    ContextMessage, ContextReasoning, ContextRole, ContextToolCall, Conversation,
+    ModelContextProjection,
 };
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use http_stream::HttpConfig;

@@ -93,7 +93,7 @@ impl OpenAiProvider {
 /// what every request sends).
 pub fn messages_json(
     system_prompt: Option<&str>,
-    messages: &[std::sync::Arc<ContextMessage>],
+    messages: &crate::context::Conversation,
 ) -> Vec<Value> {
     let mut out = Vec::with_capacity(messages.len() + 1);
     if let Some(system) = system_prompt {

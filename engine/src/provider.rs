@@ -8,7 +8,7 @@ use futures::stream::BoxStream;
 use reel_proto::chat::UsageInfo;
 
 use crate::{
-    context::ContextMessage,
+    context::Conversation,
     tools::{ToolChoice, ToolDefinition},
 };
 
@@ -69,10 +69,9 @@ pub struct ModelSettings {
 #[derive(Clone, Debug, Default)]
 pub struct ModelRequest {
     pub system_prompt: Option<String>,
-    /// The conversation, ending with the newest user message or tool results.
     /// The conversation, ending with the newest user message or tool results; shared with the
-    /// session's context, not copied.
-    pub messages: Vec<std::sync::Arc<ContextMessage>>,
+    /// session's context (an O(1) clone), not copied.
+    pub messages: Conversation,
     pub settings: ModelSettings,
     /// How many model calls the session made before this one (0 for its first).
     pub call_index: u64,

@@ -210,7 +210,7 @@ proptest! {
                 session.run(request, &CancellationToken::new()).await;
             }
             session.emit_snapshot(&rid).await;
-            let context = session.context().messages().to_vec();
+            let context = session.context().messages().clone();
             assert!(session.close().await.is_empty());
             context
         });
@@ -237,6 +237,6 @@ proptest! {
         prop_assert_eq!(replay_ui, live_ui);
         prop_assert_eq!(Some(replay.snapshot()), live_snapshot);
         let replayed_context = ModelContextProjection::replay(&decoded);
-        prop_assert_eq!(replayed_context.messages(), &context[..]);
+        prop_assert_eq!(replayed_context.messages(), &context);
     }
 }

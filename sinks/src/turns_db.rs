@@ -49,7 +49,7 @@ impl<S: TurnStore> TurnsDbSink<S> {
             status,
             last_ordinal: self.last_ordinal,
             model_calls: self.context.calls(),
-            context: self.context.messages().to_vec(),
+            context: self.context.messages().iter().cloned().collect(),
             usage: usage.0.unwrap_or_default(),
             session_usage: usage.1.unwrap_or_default(),
         };

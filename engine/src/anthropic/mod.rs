@@ -19,7 +19,7 @@ mod stream;
 use serde_json::{Value, json};
 
 use crate::{
-    context::{ContextMessage, ContextRole},
+    context::{ContextRole, Conversation},
     http_stream::{HttpConfig, HttpRequest, stream_call},
     provider::{ModelRequest, Provider, ProviderError, ProviderStream},
     secrets::Secrets,
@@ -113,7 +113,7 @@ impl AnthropicProvider {
 /// assistant, tool results `tool_result` blocks of the user, and consecutive messages of one
 /// role are merged, because the API wants the roles to alternate. With `thinking`, each
 /// assistant message starts with its signed (and encrypted) thinking blocks.
-fn messages_json(messages: &[std::sync::Arc<ContextMessage>], thinking: bool) -> Vec<Value> {
+fn messages_json(messages: &Conversation, thinking: bool) -> Vec<Value> {
     let mut out: Vec<(&str, Vec<Value>)> = Vec::new();
     for message in messages {
         let (role, blocks) = match message.role {
@@ -206,9 +206,9 @@ impl Provider for AnthropicProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::ContextToolCall;
+    use crate::context::{ContextMessage, ContextToolCall};
 
-    fn shared(messages: Vec<ContextMessage>) -> Vec<std::sync::Arc<ContextMessage>> {
+    fn shared(messages: Vec<ContextMessage>) -> Conversation {
         messages.into_iter().map(std::sync::Arc::new).collect()
     }
 

@@ -435,7 +435,7 @@ impl Session {
         run.call.tool_required = tool_choice == ToolChoice::Required;
         let request = crate::provider::ModelRequest {
             system_prompt: run.system_prompt.clone(),
-            messages: self.context().messages().to_vec(),
+            messages: self.context().messages().clone(),
             settings: run.settings.clone(),
             // The ChatProviderCallStarted just appended is counted already.
             call_index: self.context().calls() - 1,

@@ -24,8 +24,10 @@ use crate::{
     vocabulary::{FinishClass, MessageStatus, ToolCallStatus},
 };
 
+mod changes;
 mod segments;
 
+use changes::ChangeIndex;
 use segments::{OpenStream, ProseStart, StreamKind};
 
 /// Entity kind of chat messages (user, assistant, thinking, error).
@@ -43,6 +45,9 @@ pub struct TimelineProjection {
     entities: Vec<SnapshotEntity>,
     /// Entity id -> position in `entities`.
     index: HashMap<String, usize>,
+    /// The entities by when they last changed (see [`changes`]).
+    #[serde(skip)]
+    changes: ChangeIndex,
     /// Provider tool call id -> reel's entity id of the newest call with that id.
     tool_calls: HashMap<String, String>,
     /// Open segments in the order they opened, so they finish in that order.
@@ -115,12 +120,19 @@ impl TimelineProjection {
     /// The entities created or changed after `ordinal`, as of [`Self::last_ordinal`]: what a
     /// client that has the timeline up to `ordinal` merges (by id) to have all of it.
     pub fn snapshot_since(&self, ordinal: u64) -> SnapshotFrame {
-        let entities = self
-            .entities
-            .iter()
-            .filter(|e| e.last_event_ordinal > ordinal)
-            .cloned()
-            .collect();
+        let entities = if self.changes.covers(&self.entities) {
+            let changed = self.changes.since(ordinal);
+            changed
+                .iter()
+                .map(|&at| self.entities[at].clone())
+                .collect()
+        } else {
+            self.entities
+                .iter()
+                .filter(|e| e.last_event_ordinal > ordinal)
+                .cloned()
+                .collect()
+        };
         SnapshotFrame {
             snapshot_ordinal: self.last_ordinal,
             entities,
@@ -137,6 +149,9 @@ impl Projection for TimelineProjection {
             ordinal: entry.ordinal,
             events: Vec::with_capacity(1),
         };
+        if !self.changes.covers(&self.entities) {
+            self.changes = ChangeIndex::of(&self.entities);
+        }
         self.last_ordinal = entry.ordinal;
         match &entry.event {
             Any::ChatUserMessageAccepted(m) => {
@@ -349,21 +364,29 @@ impl TimelineProjection {
         match self.index.get(id) {
             // A repeated id replaces the entity but keeps its place and creation ordinal.
             Some(&at) => {
-                let created_ordinal = self.entities[at].created_ordinal;
+                let before = &self.entities[at];
+                let (created_ordinal, changed) =
+                    (before.created_ordinal, before.last_event_ordinal);
                 self.entities[at] = SnapshotEntity {
                     created_ordinal,
                     ..entity
                 };
+                self.changes.changed(at, Some(changed), ordinal);
             }
             None => {
-                self.index.insert(id.to_owned(), self.entities.len());
+                let at = self.entities.len();
+                self.index.insert(id.to_owned(), at);
                 self.entities.push(entity);
+                self.changes.changed(at, None, ordinal);
             }
         }
     }
 
     fn entity_mut(&mut self, id: &str, ordinal: u64) -> Option<&mut Any> {
-        let entity = &mut self.entities[*self.index.get(id)?];
+        let at = *self.index.get(id)?;
+        let entity = &mut self.entities[at];
+        self.changes
+            .changed(at, Some(entity.last_event_ordinal), ordinal);
         entity.last_event_ordinal = ordinal;
         entity.payload.as_mut()
     }
