@@ -3,6 +3,7 @@
 //! * streaming: one long scripted reply through log, projections and the JSONL sink;
 //! * stdin RPC: one `reel --stdin-rpc` process driven over real pipes: sequential submits,
 //!   memory per request, and the time from a cancel line to the cancelled submit's done.
+//! * turns: one long stdin-RPC session with a timeline database, CPU and memory per tenth.
 //! * providers, the durable path, and exports and listing (see each module).
 
 mod durable;
@@ -10,6 +11,7 @@ mod export;
 mod provider;
 mod stdin_rpc;
 mod stream;
+mod turns;
 
 use reel_engine::error_chain;
 
@@ -21,6 +23,10 @@ pub struct BenchArgs {
     /// Sequential submits sent to one stdin-RPC process.
     #[arg(long, default_value_t = 10_000)]
     pub submits: usize,
+    /// Turns of the long-session benchmark (one stdin-RPC session with a timeline database:
+    /// CPU and memory per tenth of the session); 0 leaves it out.
+    #[arg(long, default_value_t = 20_000)]
+    pub turns: usize,
     /// Cancels timed while a reply streams (each kind).
     #[arg(long, default_value_t = 20)]
     pub cancels: usize,
@@ -70,6 +76,23 @@ pub async fn run(args: BenchArgs) -> u8 {
             }
         };
     println!();
+    let aged = match args.turns {
+        0 => 0,
+        turns => match tokio::task::spawn_blocking(move || turns::run(turns)).await {
+            Ok(Ok(())) => 0,
+            Ok(Err(error)) => {
+                eprintln!("reel bench: turns: {error}");
+                1
+            }
+            Err(join) => {
+                eprintln!("reel bench: turns crashed: {join}");
+                1
+            }
+        },
+    };
+    if args.turns > 0 {
+        println!();
+    }
     let stored = match durable::run(
         args.durable_deltas.max(10),
         args.resume_events.max(10),
@@ -93,7 +116,12 @@ pub async fn run(args: BenchArgs) -> u8 {
             1
         }
     };
-    streamed.max(served).max(stored).max(fetched).max(exported)
+    streamed
+        .max(served)
+        .max(aged)
+        .max(stored)
+        .max(fetched)
+        .max(exported)
 }
 
 /// Runs one prompt ("bench") to its end: no request id, no system prompt, nothing cancels it.

@@ -15,7 +15,7 @@ use std::{
 };
 
 /// A served session: the child process and its pipes.
-struct Served {
+pub(super) struct Served {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -26,6 +26,11 @@ struct Served {
 
 impl Served {
     fn start(script: Option<&str>) -> io::Result<Self> {
+        Self::start_with(script, &[])
+    }
+
+    /// A session served with `extra` flags (a database, a session id).
+    pub(super) fn start_with(script: Option<&str>, extra: &[&std::ffi::OsStr]) -> io::Result<Self> {
         let files = tempfile::tempdir()?;
         let mut command = String::from("name: bench\ndescription: bench\nprompt: unused\n");
         if let Some(script) = script {
@@ -41,6 +46,7 @@ impl Served {
                 "--rpc".as_ref(),
                 "--stdin-rpc".as_ref(),
             ])
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -65,7 +71,7 @@ impl Served {
     }
 
     /// Reads frames until one of request `rid` (any when empty) that contains `marker`.
-    fn read_until(&mut self, rid: &str, marker: &str) -> io::Result<()> {
+    pub(super) fn read_until(&mut self, rid: &str, marker: &str) -> io::Result<()> {
         let stamp = format!("\"requestId\":\"{rid}\"");
         loop {
             self.line.clear();
@@ -81,17 +87,21 @@ impl Served {
         }
     }
 
-    fn submit(&mut self, rid: &str, prompt: &str) -> io::Result<()> {
+    pub(super) fn submit(&mut self, rid: &str, prompt: &str) -> io::Result<()> {
         self.send(&format!(
             r#"{{"requestId":"{rid}","submit":{{"prompt":"{prompt}"}}}}"#
         ))
     }
 
-    fn status_kib(&self, key: &str) -> u64 {
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(super) fn status_kib(&self, key: &str) -> u64 {
         super::proc_status_kib(&self.child.id().to_string(), key)
     }
 
-    fn shutdown(mut self) -> io::Result<()> {
+    pub(super) fn shutdown(mut self) -> io::Result<()> {
         self.send(r#"{"requestId":"bye","shutdown":{}}"#)?;
         self.read_until("bye", "\"done\"")?;
         let status = self.child.wait()?;

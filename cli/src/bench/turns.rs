@@ -1,0 +1,74 @@
+//! The long-session benchmark (`--turns N`): one stdin-RPC process with a SQLite timeline
+//! database, N sequential submits of echoed replies, and what each tenth of the session cost:
+//! CPU time and resident memory. A session's cost must not grow with its age: the last tenth's
+//! CPU is compared with the first's, and the memory kept per turn is printed.
+
+use std::{ffi::OsStr, io, time::Instant};
+
+use super::stdin_rpc::Served;
+
+pub fn run(turns: usize) -> io::Result<()> {
+    let turns = turns.max(10);
+    let folder = tempfile::tempdir()?;
+    let db = folder.path().join("timeline.db");
+    let flags: [&OsStr; 4] = [
+        "--timeline-db".as_ref(),
+        db.as_os_str(),
+        "--session-id".as_ref(),
+        "bench".as_ref(),
+    ];
+    println!(
+        "reel bench: one stdin-RPC session of {turns} turns (echoed replies) into a SQLite timeline database"
+    );
+    println!("    turns    CPU s   CPU us/turn   RSS KiB");
+    let mut served = Served::start_with(None, &flags)?;
+    let decile = turns / 10;
+    let started = Instant::now();
+    let (mut cpu_before, rss_start) = (cpu_seconds(served.pid()), served.status_kib("VmRSS"));
+    let mut per_turn = Vec::new();
+    for turn in 1..=turns {
+        let rid = format!("t{turn}");
+        served.submit(&rid, "what did we say")?;
+        served.read_until(&rid, "\"done\"")?;
+        if turn % decile == 0 {
+            let cpu = cpu_seconds(served.pid());
+            let us = (cpu - cpu_before) * 1e6 / decile as f64;
+            per_turn.push(us);
+            let rss = served.status_kib("VmRSS");
+            println!("{turn:>9} {:>8.2} {us:>13.0} {rss:>9}", cpu - cpu_before);
+            cpu_before = cpu;
+        }
+    }
+    let rss_end = served.status_kib("VmRSS");
+    served.shutdown()?;
+    let (first, last) = (per_turn[0], per_turn[per_turn.len() - 1]);
+    let kept = (rss_end.saturating_sub(rss_start) * 1024) as f64 / turns as f64;
+    println!(
+        "CPU per turn, last tenth / first: {:.2}; memory kept per turn: {kept:.0} B; {:.1} s in all",
+        last / first.max(1.0),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The CPU time (user and system) process `pid` has used, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |at: usize| {
+        fields
+            .get(at)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are the 14th and 15th fields of the line (11 and 12 after the name).
+    (ticks(11) + ticks(12)) / USER_HZ
+}
+
+/// The unit of /proc's CPU times: clock ticks, 100 a second on Linux (USER_HZ, fixed by the
+/// kernel's ABI whatever the kernel's own tick rate).
+const USER_HZ: f64 = 100.0;
