@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use reel_proto::{Any, rpc::BackendEventFrame};
+use reel_proto::{Any, json::BackendEventRef};
 
 /// One appended event.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,12 +28,12 @@ impl LogEntry {
         self.event.type_name()
     }
 
-    /// This entry as a `backendEvent` frame.
-    pub fn to_backend_frame(&self) -> BackendEventFrame {
-        BackendEventFrame {
+    /// This entry as a `backendEvent` frame, borrowed: writing it copies nothing.
+    pub fn backend_frame(&self) -> BackendEventRef<'_> {
+        BackendEventRef {
             ordinal: self.ordinal,
-            name: self.name().to_owned(),
-            payload: Some(self.event.clone()),
+            name: self.name(),
+            payload: &self.event,
         }
     }
 }

@@ -80,8 +80,8 @@ impl Output {
             OutputKind::Done(f) => write(self.line(FrameRef::Done(f))),
             OutputKind::Event(committed) => {
                 if include_backend_events {
-                    let backend = committed.entry.to_backend_frame();
-                    write(self.line(FrameRef::BackendEvent(&backend)))?;
+                    let backend = committed.entry.backend_frame();
+                    write(self.line(FrameRef::BackendEvent(backend)))?;
                 }
                 committed
                     .ui_events

@@ -117,7 +117,7 @@ fn through_json(entries: &[LogEntry]) -> Vec<LogEntry> {
     entries
         .iter()
         .map(|entry| {
-            let text = json::to_string(&entry.to_backend_frame()).unwrap();
+            let text = json::to_string(&entry.backend_frame()).unwrap();
             let frame: BackendEventFrame = serde_json::from_str(&text).unwrap();
             LogEntry {
                 ordinal: frame.ordinal,

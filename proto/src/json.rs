@@ -12,6 +12,7 @@ use std::io;
 use serde::{Serialize, Serializer, ser::SerializeStruct};
 use serde_json::ser::Formatter;
 
+use crate::Any;
 use crate::rpc::{
     self, BackendEventFrame, DoneFrame, ErrorFrame, HelloFrame, SnapshotFrame, UiEventFrame,
 };
@@ -73,9 +74,45 @@ pub enum FrameRef<'a> {
     Hello(&'a HelloFrame),
     Snapshot(&'a SnapshotFrame),
     UiEvent(&'a UiEventFrame),
-    BackendEvent(&'a BackendEventFrame),
+    BackendEvent(BackendEventRef<'a>),
     Error(&'a ErrorFrame),
     Done(&'a DoneFrame),
+}
+
+/// A [`BackendEventFrame`] made of borrowed parts (a log entry's), so that writing the log's
+/// events as frames never copies an event; serializes exactly as the owned frame.
+#[derive(Clone, Copy, Debug)]
+pub struct BackendEventRef<'a> {
+    pub ordinal: u64,
+    pub name: &'a str,
+    pub payload: &'a Any,
+}
+
+impl Serialize for BackendEventRef<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // As pbjson writes a BackendEventFrame: defaults left out, a uint64 as a string.
+        let len = usize::from(self.ordinal != 0) + usize::from(!self.name.is_empty()) + 1;
+        let mut frame = serializer.serialize_struct("reel.rpc.v1.BackendEventFrame", len)?;
+        if self.ordinal != 0 {
+            frame.serialize_field("ordinal", self.ordinal.to_string().as_str())?;
+        }
+        if !self.name.is_empty() {
+            frame.serialize_field("name", self.name)?;
+        }
+        frame.serialize_field("payload", self.payload)?;
+        frame.end()
+    }
+}
+
+impl BackendEventRef<'_> {
+    /// The owned frame (for tests and rare paths).
+    pub fn to_owned_frame(&self) -> BackendEventFrame {
+        BackendEventFrame {
+            ordinal: self.ordinal,
+            name: self.name.to_owned(),
+            payload: Some(self.payload.clone()),
+        }
+    }
 }
 
 /// An [`rpc::RpcLine`] made of borrowed parts; serializes exactly as the owned message.
@@ -102,7 +139,7 @@ impl Serialize for LineRef<'_> {
             FrameRef::Hello(f) => line.serialize_field("hello", f)?,
             FrameRef::Snapshot(f) => line.serialize_field("snapshot", f)?,
             FrameRef::UiEvent(f) => line.serialize_field("uiEvent", f)?,
-            FrameRef::BackendEvent(f) => line.serialize_field("backendEvent", f)?,
+            FrameRef::BackendEvent(f) => line.serialize_field("backendEvent", &f)?,
             FrameRef::Error(f) => line.serialize_field("error", f)?,
             FrameRef::Done(f) => line.serialize_field("done", f)?,
         }
@@ -118,7 +155,7 @@ impl<'a> LineRef<'a> {
             FrameRef::Hello(f) => Frame::Hello(f.clone()),
             FrameRef::Snapshot(f) => Frame::Snapshot(f.clone()),
             FrameRef::UiEvent(f) => Frame::UiEvent(f.clone()),
-            FrameRef::BackendEvent(f) => Frame::BackendEvent(f.clone()),
+            FrameRef::BackendEvent(f) => Frame::BackendEvent(f.to_owned_frame()),
             FrameRef::Error(f) => Frame::Error(f.clone()),
             FrameRef::Done(f) => Frame::Done(f.clone()),
         };

@@ -180,7 +180,11 @@ fn borrowed_lines_serialize_exactly_as_owned_ones() {
             Frame::Hello(f) => FrameRef::Hello(f),
             Frame::Snapshot(f) => FrameRef::Snapshot(f),
             Frame::UiEvent(f) => FrameRef::UiEvent(f),
-            Frame::BackendEvent(f) => FrameRef::BackendEvent(f),
+            Frame::BackendEvent(f) => FrameRef::BackendEvent(json::BackendEventRef {
+                ordinal: f.ordinal,
+                name: &f.name,
+                payload: f.payload.as_ref().expect("a backend event has its event"),
+            }),
             Frame::Error(f) => FrameRef::Error(f),
             Frame::Done(f) => FrameRef::Done(f),
         };
@@ -234,4 +238,35 @@ fn any_binary_fields_decode_in_either_order() {
     prost::encoding::bytes::encode(2, &value, &mut buf);
     prost::encoding::string::encode(1, &typed.type_url().to_owned(), &mut buf);
     assert_eq!(Any::decode(buf.as_slice()).unwrap(), typed);
+}
+
+/// A log entry written as a frame borrows it; the line is byte for byte the owned frame's.
+#[test]
+fn a_borrowed_backend_event_writes_the_owned_frames_bytes() {
+    let payload = patch();
+    for (ordinal, name) in [(7, "ChatTextPatch"), (u64::MAX, "x"), (0, "")] {
+        let borrowed = json::BackendEventRef {
+            ordinal,
+            name,
+            payload: &payload,
+        };
+        let owned = rpc::BackendEventFrame {
+            ordinal,
+            name: name.into(),
+            payload: Some(payload.clone()),
+        };
+        assert_eq!(
+            json::to_string(&borrowed).unwrap(),
+            json::to_string(&owned).unwrap()
+        );
+        let line = |frame| LineRef {
+            session_id: "s",
+            request_id: "",
+            frame,
+        };
+        let mut written = Vec::new();
+        json::write_line(&mut written, &line(FrameRef::BackendEvent(borrowed))).unwrap();
+        let parsed: RpcLine = serde_json::from_slice(&written).unwrap();
+        assert_eq!(parsed.frame, Some(Frame::BackendEvent(owned)));
+    }
 }
