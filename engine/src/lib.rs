@@ -49,7 +49,7 @@ pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use http_stream::HttpConfig;
 pub use id::{IdError, MAX_REQUEST_ID, MAX_SESSION_ID, check_request_id, check_session_id, new_id};
 pub use log::{EventLog, LogEntry, ordinal_error};
-pub use log_pages::{LogPages, PAGE};
+pub use log_pages::LogPages;
 pub use openai::{OpenAiProvider, messages_json as openai_messages};
 pub use output::{CommittedEvent, Output, OutputKind, hello_frame};
 pub use projection::Projection;

@@ -81,16 +81,6 @@ impl StoredStream {
         self
     }
 
-    /// The ordinal of the newest event read.
-    pub fn ordinal(&self) -> u64 {
-        self.pages.after()
-    }
-
-    /// Events left to read (0 when following).
-    pub fn remaining(&self) -> u64 {
-        self.pages.remaining()
-    }
-
     /// The hello a client of a one-shot stream reads first.
     pub fn hello(&self) -> Output {
         let hello: HelloFrame = hello_frame(&[]);

@@ -3,7 +3,7 @@
 //! The document is built from what every sink sees: the last snapshot gives the messages, the
 //! `ChatProviderCallFinished` events give the usage, error frames give the errors.
 
-use std::io::{self, Write};
+use std::io::Write;
 
 use reel_engine::{Acks, OutputBatch, OutputKind, Sink, SinkError};
 use reel_proto::{Any, rpc::SnapshotFrame};
@@ -57,15 +57,6 @@ pub struct ResultDocumentSink<W> {
 impl<W: Write + Send + 'static> ResultDocumentSink<W> {
     pub fn new(writer: W, format: DocumentFormat) -> Self {
         Self { writer, format }
-    }
-}
-
-impl ResultDocumentSink<io::Stdout> {
-    pub fn stdout(format: DocumentFormat) -> Self {
-        Self {
-            writer: io::stdout(),
-            format,
-        }
     }
 }
 

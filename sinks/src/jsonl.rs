@@ -40,15 +40,6 @@ impl<W: Write + Send + 'static> JsonlFrameSink<W> {
     }
 }
 
-/// The JSONL frame sink on stdout.
-pub type StdoutJsonlSink = JsonlFrameSink<io::Stdout>;
-
-impl StdoutJsonlSink {
-    pub fn stdout(include_backend_events: bool) -> Self {
-        Self::new("stdout", io::stdout(), include_backend_events)
-    }
-}
-
 /// The `--debug-events-jsonl` file: the frames stdout carries in jsonl mode, and always the
 /// log's own events (`backendEvent` frames) among them: it is the capture `reel replay`
 /// rebuilds a session from.

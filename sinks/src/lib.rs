@@ -2,8 +2,8 @@
 //! (a stored session's outputs are the ones its live run produced, see
 //! [`reel_engine::StoredStream`], so every sink renders both alike).
 //!
-//! * [`JsonlFrameSink`]: protocol frames as JSON lines, on stdout ([`StdoutJsonlSink`]), in
-//!   the debug file ([`DebugFileSink`]) or in an export;
+//! * [`JsonlFrameSink`]: protocol frames as JSON lines, on stdout, in the debug file
+//!   ([`DebugFileSink`]) or in an export;
 //! * [`TextSink`]: the assistant's reply as plain text;
 //! * [`ResultDocumentSink`]: one JSON or YAML document at the end of the run;
 //! * [`TranscriptSink`]: the session for people, as markdown, HTML or terminal text;
@@ -34,7 +34,7 @@ pub use document::{
 };
 pub use event_counts::EventCountSink;
 pub use follow_text::FollowTextSink;
-pub use jsonl::{DebugFileSink, JsonlFrameSink, StdoutJsonlSink};
+pub use jsonl::{DebugFileSink, JsonlFrameSink};
 pub use printable::{is_bidi_control, one_line, printable};
 pub use text::TextSink;
 pub use timeline_db::TimelineDbSink;

@@ -2,7 +2,7 @@
 //! that failed (a tool that cannot run, that exits non-zero, that times out) is reported on
 //! stderr, since the reply alone would not show it.
 
-use std::io::{self, Write};
+use std::io::Write;
 
 use reel_engine::{Acks, OutputBatch, OutputKind, Sink, SinkError};
 use reel_proto::Any;
@@ -10,17 +10,9 @@ use tokio::sync::mpsc;
 
 use crate::blocking::write_blocking;
 
-/// Writes assistant text deltas to stdout, and a final newline.
+/// Writes assistant text deltas to its writer (stdout), and a final newline.
 pub struct TextSink<W> {
     writer: W,
-}
-
-impl TextSink<io::Stdout> {
-    pub fn stdout() -> Self {
-        Self {
-            writer: io::stdout(),
-        }
-    }
 }
 
 impl<W: Write + Send + 'static> TextSink<W> {
