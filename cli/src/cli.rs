@@ -129,6 +129,24 @@ pub struct RunCommandArgs {
     /// file's, else 10). When the model still asks for tools, the run ends with a warning.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: Option<u32>,
+    /// The model's context window in tokens: before a model call whose input would pass
+    /// context.compact_at of it (default 0.8), the earlier turns are summarized (default: the
+    /// command file's context.window_tokens, else no compaction).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub context_window: Option<u64>,
+    /// Run budget: model calls one run may make, summarization calls included (default: the
+    /// command file's budget.run).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_model_calls: Option<u64>,
+    /// Run budget: input tokens one run may spend.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_input_tokens: Option<u64>,
+    /// Run budget: output tokens one run may spend.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_output_tokens: Option<u64>,
+    /// Run budget: US dollars one run may spend, at the command file's provider.pricing.
+    #[arg(long, value_name = "USD")]
+    pub max_cost_usd: Option<f64>,
     /// Add backendEvent frames: the log's own events, for debugging.
     #[arg(long)]
     pub include_backend_events: bool,

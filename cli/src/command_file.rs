@@ -42,6 +42,14 @@
 //!     executor: client                     # answered by the stdin-RPC client
 //! max_iterations: 10                       # model calls per run (--max-iterations)
 //! tool_choice: auto                        # or required: a run's first model call must call a tool
+//! context:                                 # optional: keeping long sessions in the window
+//!   window_tokens: 128000                  # the model's context window (--context-window)
+//!   compact_at: 0.8                        # compact before a call whose input passes this fraction
+//!   keep_recent_turns: 2                   # turns before the current one kept word for word
+//!   instructions: Keep file names.         # optional: extra instructions for the summary
+//! budget:                                  # optional: what a run and the session may spend
+//!   run: {max_model_calls: 20, max_cost_usd: 0.50}   # flags: --max-model-calls, --max-cost-usd, ...
+//!   session: {max_input_tokens: 2000000, max_output_tokens: 200000}
 //! ```
 
 use anyhow::Context;
@@ -75,6 +83,11 @@ pub const RESERVED_FLAGS: &[&str] = &[
     "temperature",
     "max-tokens",
     "max-iterations",
+    "context-window",
+    "max-model-calls",
+    "max-input-tokens",
+    "max-output-tokens",
+    "max-cost-usd",
     "include-backend-events",
     "session-id",
     "resume",
@@ -109,6 +122,12 @@ pub struct CommandFile {
     /// Whether the first model call of each run must call a tool.
     #[serde(default)]
     pub tool_choice: reel_engine::ToolChoice,
+    /// The context window and when to compact.
+    #[serde(default)]
+    pub context: reel_engine::ContextPolicy,
+    /// What a run and the session may spend.
+    #[serde(default)]
+    pub budget: reel_engine::Budgets,
     /// The folder the file was loaded from; relative paths in it are resolved against it.
     #[serde(skip)]
     pub folder: PathBuf,
@@ -271,6 +290,9 @@ impl CommandFile {
             }
             seen.push(name);
         }
+        self.context
+            .check()
+            .map_err(|message| anyhow::anyhow!("{message}"))?;
         for placeholder in template::placeholders(&self.prompt).context("prompt")? {
             if !seen.contains(&placeholder) {
                 return Err(anyhow::anyhow!(

@@ -8,6 +8,7 @@ mod command_file;
 mod inspect;
 mod outputs;
 mod persistence;
+mod prepare;
 mod run_command;
 mod same_file;
 mod signals;

@@ -17,6 +17,9 @@ use crate::cli::RunCommandArgs;
 pub struct Opened {
     pub session_id: String,
     pub timeline: Option<TimelineStore>,
+    /// A second, reading connection to the timeline database: where the session finds the
+    /// entities it let go, for whole snapshots.
+    pub archive: Option<TimelineStore>,
     pub turns: Option<TimelineStore>,
     /// The stored session's state and log (empty for a new session).
     pub state: SessionState,
@@ -101,7 +104,10 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
             if let Some(turn) = turn {
                 state.context =
                     reel_engine::ModelContextProjection::from_turn(turn.context, turn.model_calls);
-                state.usage = reel_engine::UsageProjection::from_session_total(turn.session_usage);
+                state.usage = reel_engine::UsageProjection::from_session_total(
+                    turn.session_usage,
+                    turn.model_calls,
+                );
                 // Ordinals go on from the turn's, so the next turn sorts after it.
                 log = EventLog::after(turn.last_ordinal);
             }
@@ -115,9 +121,14 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
             log.last_ordinal()
         );
     }
+    let archive = match &timeline {
+        Some(store) => Some(store.reader().await?),
+        None => None,
+    };
     Ok(Some(Opened {
         session_id,
         timeline,
+        archive,
         turns,
         state,
         log,

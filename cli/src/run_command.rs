@@ -8,21 +8,19 @@ use anyhow::Context;
 use reel_engine::error_chain;
 use std::{panic::AssertUnwindSafe, path::Path, sync::Arc};
 
-use anyhow::bail;
 use futures::FutureExt;
 use reel_engine::{
-    AnthropicProvider, DoneStatus, ErrorCode, Fanout, HttpConfig, ModelSettings, OpenAiProvider,
-    Provider, RunOutcome, RunRequest, Script, ScriptedProvider, ServeConfig, ServeEnd, Session,
-    Toolbox, hello_frame, new_id, serve,
+    DoneStatus, ErrorCode, Fanout, RunOutcome, RunRequest, ServeConfig, ServeEnd, Session,
+    hello_frame, new_id, serve,
 };
 use reel_sinks::{DebugFileSink, JsonlFrameSink, TimelineDbSink, TurnsDbSink};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    cli::{Invocation, OutputMode, ProviderName, RunCommandArgs},
-    command_file::ProviderDefaults,
+    cli::{Invocation, OutputMode, RunCommandArgs},
     outputs::{self, Rendering},
     persistence,
+    prepare::{Prepared, prepare},
     same_file::{self, InUse},
     signals::SignalWatch,
     stdin_rpc,
@@ -50,18 +48,6 @@ enum Ending {
     Failed,
     /// Stopped by a signal.
     Stopped,
-}
-
-/// What a run needs once the command file is understood.
-struct Prepared {
-    prompt: String,
-    system_prompt: Option<String>,
-    provider: Box<dyn Provider>,
-    settings: ModelSettings,
-    tools: Toolbox,
-    /// Files the command reads (command file, script, tool programs), which no output may
-    /// overwrite.
-    reads: Vec<InUse>,
 }
 
 pub async fn run(invocation: Invocation) -> u8 {
@@ -116,7 +102,11 @@ pub async fn run(invocation: Invocation) -> u8 {
                     ordinal,
                 )));
             }
-            Session::resume(opened.session_id, fanout, opened.state, opened.log)
+            let mut session = Session::resume(opened.session_id, fanout, opened.state, opened.log);
+            if let Some(archive) = opened.archive {
+                session.keep_entities_in(Box::new(archive));
+            }
+            session
         }
         None => Session::new(args.session_id.clone().unwrap_or_else(new_id), fanout),
     };
@@ -231,6 +221,15 @@ async fn one_shot(
     let rid: Arc<str> = Arc::from("");
     session.emit_snapshot(&rid).await;
     session.close_interrupted_run(&rid).await;
+    if let Some(exceeded) = prepared.budgets.check_session(session.usage()) {
+        let message = exceeded.to_string();
+        tracing::error!("{message}");
+        session
+            .emit_error(&rid, ErrorCode::BudgetExceeded, &message, true)
+            .await;
+        session.emit_done(&rid, DoneStatus::Failed).await;
+        return (session, Ending::Failed);
+    }
     let request = RunRequest {
         request_id: Arc::clone(&rid),
         prompt: prepared.prompt,
@@ -239,6 +238,8 @@ async fn one_shot(
         provider: prepared.provider.as_ref(),
         tools: &prepared.tools,
         tool_client: false,
+        budgets: prepared.budgets,
+        context_policy: prepared.context_policy,
     };
     let outcome = AssertUnwindSafe(session.run(request, cancel))
         .catch_unwind()
@@ -248,10 +249,17 @@ async fn one_shot(
         Ok(RunOutcome::Finished) => (DoneStatus::Ok, Ending::Ok),
         Ok(outcome @ RunOutcome::IterationLimit { .. }) => {
             if let Some((code, message)) = outcome.warning() {
-                tracing::warn!("{message}");
                 session.emit_error(&rid, code, &message, false).await;
             }
             (DoneStatus::Ok, Ending::Ok)
+        }
+        // The answer was cut short by a limit the user set to guard their money: a script
+        // must be able to tell, so the exit status is 1 (done is ok: the run did finish).
+        Ok(outcome @ RunOutcome::BudgetExceeded(_)) => {
+            if let Some((code, message)) = outcome.warning() {
+                session.emit_error(&rid, code, &message, false).await;
+            }
+            (DoneStatus::Ok, Ending::Failed)
         }
         Ok(RunOutcome::Stopped) => (DoneStatus::Stopped, Ending::Stopped),
         Ok(RunOutcome::Failed(failure)) => {
@@ -305,6 +313,8 @@ async fn serve_stdin(
         system_prompt: prepared.system_prompt,
         settings: prepared.settings,
         tools: &prepared.tools,
+        budgets: prepared.budgets,
+        context_policy: prepared.context_policy,
     };
     let (session, end) = serve(session, config, requests, cancel).await;
     let ending = match end {
@@ -313,171 +323,4 @@ async fn serve_stdin(
         ServeEnd::ReadFailed | ServeEnd::StorageFailed => Ending::Failed,
     };
     (session, ending)
-}
-
-/// How the HTTP provider the flags and the command file describe is reached. The API key is
-/// read from an environment variable only, and goes nowhere but the request's key header.
-fn http_config(
-    args: &RunCommandArgs,
-    defaults: &ProviderDefaults,
-    provider: ProviderName,
-    default_base_url: &str,
-) -> HttpConfig {
-    let key_variable = key_variable(args, defaults, provider);
-    let mut config = HttpConfig {
-        api_key: std::env::var(&key_variable)
-            .ok()
-            .filter(|key| !key.is_empty()),
-        ..HttpConfig::new(default_base_url)
-    };
-    if let Some(url) = args.base_url.clone().or_else(|| defaults.base_url.clone()) {
-        config.base_url = url;
-    }
-    if let Some(ms) = args.timeout_ms.or(defaults.timeout_ms) {
-        config.idle_timeout = std::time::Duration::from_millis(ms);
-    }
-    if config.api_key.is_none() {
-        tracing::info!(
-            "{key_variable} is not set: calling {} without an API key",
-            config.secrets().shown_url(&config.base_url)
-        );
-    }
-    config
-}
-
-/// Extended thinking is Anthropic's, and its API refuses it together with a set temperature,
-/// a forced tool call, or a reply limit no larger than the thinking budget: say so before any
-/// call is made.
-fn check_thinking(
-    settings: &ModelSettings,
-    provider: ProviderName,
-    tool_choice: reel_engine::ToolChoice,
-) -> anyhow::Result<()> {
-    let Some(budget) = settings.thinking_budget else {
-        return Ok(());
-    };
-    if provider != ProviderName::Anthropic {
-        bail!("a thinking budget is for the anthropic provider (extended thinking)");
-    }
-    if budget < 1024 {
-        return Err(anyhow::anyhow!(
-            "the thinking budget is {budget} tokens; Anthropic's minimum is 1024"
-        ));
-    }
-    if settings.temperature.is_some() {
-        bail!(
-            "extended thinking cannot be combined with a temperature (Anthropic's rule): leave one out"
-        );
-    }
-    if tool_choice == reel_engine::ToolChoice::Required {
-        bail!("extended thinking cannot be combined with tool_choice: required (Anthropic's rule)");
-    }
-    let max_tokens = settings.max_tokens.unwrap_or(4096);
-    if max_tokens <= budget {
-        return Err(anyhow::anyhow!(
-            "max_tokens ({max_tokens}) must be larger than the thinking budget ({budget}): it counts the thinking too"
-        ));
-    }
-    Ok(())
-}
-
-/// The environment variable that holds the provider's API key.
-fn key_variable(
-    args: &RunCommandArgs,
-    defaults: &ProviderDefaults,
-    provider: ProviderName,
-) -> String {
-    let default = match provider {
-        ProviderName::Anthropic => "ANTHROPIC_API_KEY",
-        _ => "OPENAI_API_KEY",
-    };
-    args.api_key_env
-        .clone()
-        .or_else(|| defaults.api_key_env.clone())
-        .unwrap_or_else(|| default.into())
-}
-
-fn prepare(invocation: &Invocation) -> anyhow::Result<Prepared> {
-    let command = invocation
-        .command
-        .as_ref()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let args = &invocation.args;
-    let prompt = command
-        .render_prompt(&invocation.variables)
-        .context("prompt")?;
-    let defaults = &command.provider;
-    let provider_name = match (args.provider, defaults.name.as_deref()) {
-        (Some(name), _) => name,
-        (None, None | Some("scripted")) => ProviderName::Scripted,
-        (None, Some("openai")) => ProviderName::Openai,
-        (None, Some("anthropic")) => ProviderName::Anthropic,
-        (None, Some(other)) => {
-            return Err(anyhow::anyhow!(
-                "the command file asks for provider {other:?}, which this build does not have (available: scripted, openai, anthropic)"
-            ));
-        }
-    };
-    let script_path = match (&args.script, &defaults.script) {
-        (Some(path), _) => Some(path.clone()),
-        (None, Some(path)) => Some(command.resolve(path)),
-        (None, None) => None,
-    };
-    let provider: Box<dyn Provider> = match provider_name {
-        ProviderName::Scripted => match &script_path {
-            Some(path) => Box::new(ScriptedProvider::new(Script::load(path)?)),
-            None => Box::new(ScriptedProvider::echo()),
-        },
-        ProviderName::Openai => {
-            let config = http_config(
-                args,
-                defaults,
-                provider_name,
-                OpenAiProvider::DEFAULT_BASE_URL,
-            );
-            Box::new(OpenAiProvider::new(config)?)
-        }
-        ProviderName::Anthropic => {
-            let config = http_config(
-                args,
-                defaults,
-                provider_name,
-                AnthropicProvider::DEFAULT_BASE_URL,
-            );
-            Box::new(AnthropicProvider::new(config)?)
-        }
-    };
-    let settings = ModelSettings {
-        model: args
-            .model
-            .clone()
-            .or_else(|| defaults.model.clone())
-            .unwrap_or_default(),
-        temperature: args.temperature.or(defaults.temperature),
-        max_tokens: args.max_tokens.or(defaults.max_tokens),
-        max_tokens_field: defaults.max_tokens_field,
-        thinking_budget: args.thinking_budget.or(defaults.thinking_budget_tokens),
-        pricing: defaults.pricing,
-        stop: defaults.stop.clone(),
-        tool_call_prefill: defaults.tool_call_prefill.clone(),
-    };
-    check_thinking(&settings, provider_name, command.tool_choice)?;
-    // Tools never see the API key, whichever provider runs.
-    let key = key_variable(args, defaults, provider_name);
-    let tools = crate::toolbox::build(command, args.max_iterations, &key)?;
-    let mut reads = vec![InUse::new(&args.command_file, "the command file")];
-    reads.extend(script_path.map(|path| InUse::new(path, "the script")));
-    reads.extend(
-        crate::toolbox::programs(command)
-            .into_iter()
-            .map(|(name, program)| InUse::new(program, format!("tool {name}'s program"))),
-    );
-    Ok(Prepared {
-        prompt,
-        system_prompt: command.system_prompt.clone(),
-        provider,
-        settings,
-        tools,
-        reads,
-    })
 }

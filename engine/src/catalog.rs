@@ -6,7 +6,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use reel_proto::Any;
+use reel_proto::{Any, rpc::SnapshotEntity};
 
 use crate::{
     log::LogEntry,
@@ -48,7 +48,15 @@ pub trait SessionCatalog: Send + 'static {
         limit: u32,
     ) -> Result<Vec<LogEntry>, StoreError>;
 
-    /// The newest stored snapshot at or before `ordinal` (the empty state when there is none).
+    /// The session's materialized entities, in creation order (see
+    /// [`crate::TimelineProjection::merged`]).
+    async fn stored_entities(
+        &mut self,
+        session_id: &str,
+    ) -> Result<Vec<SnapshotEntity>, StoreError>;
+
+    /// The newest stored snapshot at or before `ordinal` (the empty state when there is none),
+    /// its timeline whole (entities a live session let go are taken back from the store).
     async fn snapshot_at_most(
         &mut self,
         session_id: &str,

@@ -11,7 +11,23 @@ use std::{collections::HashMap, sync::Arc};
 
 use reel_proto::Any;
 
-use crate::{log::LogEntry, projection::Projection};
+use reel_proto::chat::ChatContextCompacted;
+
+use crate::{
+    compaction::estimate,
+    log::LogEntry,
+    projection::Projection,
+    usage::input_tokens,
+    vocabulary::{CallPurpose, QueuedPromptKind},
+};
+
+/// How a compaction's summary opens, in the user message that carries it.
+pub const SUMMARY_PREAMBLE: &str = "Summary of the conversation before this point:\n\n";
+
+/// The user message that stands for the messages a compaction replaced.
+pub fn summary_message(summary: &str, first_ordinal: u64) -> ContextMessage {
+    ContextMessage::new(ContextRole::User, format!("{SUMMARY_PREAMBLE}{summary}")).at(first_ordinal)
+}
 
 /// Who said a [`ContextMessage`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -65,10 +81,22 @@ pub struct ContextMessage {
     /// For tool messages: the tool failed (`text` says why).
     #[serde(default)]
     pub is_error: bool,
+    /// The log ordinal that made this message (for a compaction's summary: the first ordinal
+    /// it covers). Compaction replaces messages by ordinal range.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ordinal: u64,
+    /// Whether a turn (a run's prompt) starts here; a steer or a summary starts none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub starts_turn: bool,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 impl ContextMessage {
-    fn new(role: ContextRole, text: String) -> Self {
+    /// A message with only a role and text.
+    pub fn new(role: ContextRole, text: String) -> Self {
         Self {
             role,
             text,
@@ -76,7 +104,15 @@ impl ContextMessage {
             tool_calls: Vec::new(),
             tool_call_id: String::new(),
             is_error: false,
+            ordinal: 0,
+            starts_turn: false,
         }
+    }
+
+    /// The message, made by the log event `ordinal`.
+    pub fn at(mut self, ordinal: u64) -> Self {
+        self.ordinal = ordinal;
+        self
     }
 }
 
@@ -103,9 +139,18 @@ pub struct ModelContextProjection {
     reasoning_segments: HashMap<String, (usize, usize)>,
     /// The assistant message of the model call in progress, if it has one yet.
     current_assistant: Option<usize>,
-    /// Model calls started in the session so far.
+    /// Model calls started in the session so far (replies; summarization calls are not
+    /// counted, so a script's turns stay the conversation's).
     #[serde(default)]
     calls: u64,
+    /// Whether the call in progress is a summarization call (its text is not the
+    /// conversation's).
+    #[serde(default)]
+    summarizing: bool,
+    /// What the provider said the last reply call's input and output came to, and how many
+    /// messages the conversation had then: the start of the next call's estimate.
+    #[serde(default)]
+    reported: Option<(u64, usize)>,
 }
 
 impl ModelContextProjection {
@@ -121,6 +166,20 @@ impl ModelContextProjection {
     /// How many model calls the session has started.
     pub fn calls(&self) -> u64 {
         self.calls
+    }
+
+    /// An estimate of the input tokens of a request carrying the conversation (see
+    /// [`crate::compaction`]).
+    pub fn estimated_tokens(&self, system_prompt: Option<&str>) -> u64 {
+        match self.reported {
+            Some((tokens, len)) if len <= self.messages.len() => {
+                tokens + estimate::messages(self.messages.iter().skip(len))
+            }
+            _ => {
+                estimate::text(system_prompt.unwrap_or_default())
+                    + estimate::messages(self.messages.iter())
+            }
+        }
     }
 
     /// A projection that starts from a stored conversation (a turn), as if its log had been
@@ -140,19 +199,38 @@ impl Projection for ModelContextProjection {
     fn apply(&mut self, entry: &LogEntry) {
         match &entry.event {
             Any::ChatUserMessageAccepted(m) => {
-                self.messages.push_back(Arc::new(ContextMessage::new(
-                    ContextRole::User,
-                    m.text.clone(),
-                )));
+                let mut message =
+                    ContextMessage::new(ContextRole::User, m.text.clone()).at(entry.ordinal);
+                message.starts_turn = true;
+                self.messages.push_back(Arc::new(message));
                 self.current_assistant = None;
             }
-            Any::ChatProviderCallStarted(_) => {
+            Any::ChatPromptDelivered(d) if d.kind == QueuedPromptKind::Steer.as_str() => {
+                let message =
+                    ContextMessage::new(ContextRole::User, d.prompt.clone()).at(entry.ordinal);
+                self.messages.push_back(Arc::new(message));
                 self.current_assistant = None;
-                self.calls += 1;
             }
-            Any::ChatProviderCallFinished(_) => self.end_call(),
+            Any::ChatProviderCallStarted(call) => {
+                self.summarizing = call.purpose == CallPurpose::Summary.as_str();
+                if !self.summarizing {
+                    self.current_assistant = None;
+                    self.calls += 1;
+                }
+            }
+            Any::ChatProviderCallFinished(_) if self.summarizing => self.summarizing = false,
+            Any::ChatProviderCallFinished(f) => {
+                self.end_call();
+                if let Some(usage) = &f.usage {
+                    let tokens = input_tokens(usage) + u64::from(usage.output_tokens);
+                    if tokens > 0 {
+                        self.reported = Some((tokens, self.messages.len()));
+                    }
+                }
+            }
+            Any::ChatContextCompacted(c) => self.compact(c),
             Any::ChatReasoningSegmentStarted(s) => {
-                let at = self.assistant_message();
+                let at = self.assistant_message(entry.ordinal);
                 let reasoning = &mut Arc::make_mut(&mut self.messages[at]).reasoning;
                 reasoning.push(ContextReasoning::default());
                 self.reasoning_segments
@@ -164,7 +242,7 @@ impl Projection for ModelContextProjection {
                 }
             }
             Any::ChatReasoningSignature(signed) if !signed.redacted_data.is_empty() => {
-                let at = self.assistant_message();
+                let at = self.assistant_message(entry.ordinal);
                 Arc::make_mut(&mut self.messages[at])
                     .reasoning
                     .push(ContextReasoning {
@@ -178,14 +256,14 @@ impl Projection for ModelContextProjection {
                 }
             }
             Any::ChatTextSegmentStarted(s) => {
-                let at = self.assistant_message();
+                let at = self.assistant_message(entry.ordinal);
                 self.segments.insert(s.message_id.clone(), at);
             }
             Any::ChatTextDelta(d) => {
                 let at = match self.segments.get(&d.message_id) {
                     Some(&at) if at < self.messages.len() => at,
                     _ => {
-                        let at = self.assistant_message();
+                        let at = self.assistant_message(entry.ordinal);
                         self.segments.insert(d.message_id.clone(), at);
                         at
                     }
@@ -193,7 +271,7 @@ impl Projection for ModelContextProjection {
                 Arc::make_mut(&mut self.messages[at]).text.push_str(&d.text);
             }
             Any::ChatToolCallRequested(t) => {
-                let at = self.assistant_message();
+                let at = self.assistant_message(entry.ordinal);
                 Arc::make_mut(&mut self.messages[at])
                     .tool_calls
                     .push(ContextToolCall {
@@ -203,7 +281,8 @@ impl Projection for ModelContextProjection {
                     });
             }
             Any::ChatToolResultReady(r) => {
-                let mut message = ContextMessage::new(ContextRole::Tool, r.result.clone());
+                let mut message =
+                    ContextMessage::new(ContextRole::Tool, r.result.clone()).at(entry.ordinal);
                 message.tool_call_id.clone_from(&r.tool_call_id);
                 message.is_error = r.is_error;
                 self.messages.push_back(Arc::new(message));
@@ -215,6 +294,23 @@ impl Projection for ModelContextProjection {
 }
 
 impl ModelContextProjection {
+    /// Replaces the messages from ordinals up to `last_ordinal` by the summary.
+    fn compact(&mut self, compacted: &ChatContextCompacted) {
+        let kept_from = self
+            .messages
+            .iter()
+            .position(|m| m.ordinal > compacted.last_ordinal)
+            .unwrap_or(self.messages.len());
+        let kept = self.messages.split_off(kept_from);
+        let summary = summary_message(&compacted.summary, compacted.first_ordinal.max(1));
+        self.messages = kept;
+        self.messages.push_front(Arc::new(summary));
+        self.segments.clear();
+        self.reasoning_segments.clear();
+        self.current_assistant = None;
+        self.reported = None;
+    }
+
     /// The reasoning block of the segment `message_id` of the call in progress.
     fn reasoning_block(&mut self, message_id: &str) -> Option<&mut ContextReasoning> {
         let &(at, block) = self.reasoning_segments.get(message_id)?;
@@ -248,14 +344,13 @@ impl ModelContextProjection {
     }
 
     /// The assistant message of the current model call, created on first use.
-    fn assistant_message(&mut self) -> usize {
+    fn assistant_message(&mut self, ordinal: u64) -> usize {
         if let Some(at) = self.current_assistant {
             return at;
         }
-        self.messages.push_back(Arc::new(ContextMessage::new(
-            ContextRole::Assistant,
-            String::new(),
-        )));
+        self.messages.push_back(Arc::new(
+            ContextMessage::new(ContextRole::Assistant, String::new()).at(ordinal),
+        ));
         let at = self.messages.len() - 1;
         self.current_assistant = Some(at);
         at

@@ -14,7 +14,9 @@
 //! ```
 
 mod anthropic;
+mod budget;
 mod catalog;
+mod compaction;
 mod context;
 mod fanout;
 mod http_stream;
@@ -40,10 +42,12 @@ mod usage;
 mod vocabulary;
 
 pub use anthropic::AnthropicProvider;
+pub use budget::{Budget, BudgetExceeded, BudgetScope, Budgets};
 pub use catalog::{SessionCatalog, SessionSummary, run_tally, session_title};
+pub use compaction::{ContextPolicy, SUMMARY_INSTRUCTIONS, estimate};
 pub use context::{
     ContextMessage, ContextReasoning, ContextRole, ContextToolCall, Conversation,
-    ModelContextProjection,
+    ModelContextProjection, SUMMARY_PREAMBLE,
 };
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use http_stream::HttpConfig;
@@ -57,9 +61,11 @@ pub use provider::{
     ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream,
     TokenLimitField,
 };
-pub use run::{ActiveRun, RunEvent, RunFailure, RunOutcome, RunRequest, panic_message};
+pub use run::{
+    ActiveRun, CompactRequest, RunEvent, RunFailure, RunOutcome, RunRequest, panic_message,
+};
 pub use scripted::{
-    Repeat, Script, ScriptError, ScriptToolCall, ScriptUsage, ScriptedProvider, Step,
+    Repeat, Script, ScriptError, ScriptToolCall, ScriptUsage, ScriptedProvider, Step, Summary,
 };
 pub use secrets::{REDACTED, Secrets};
 pub use server::{Incoming, ServeConfig, ServeEnd, serve};
@@ -70,13 +76,15 @@ pub use store::{
     TurnStore, error_chain,
 };
 pub use stored_stream::{StoredStream, send_stored};
-pub use timeline::{OpenRun, TimelineProjection};
+pub use timeline::{
+    KIND_COMPACTION, KIND_QUEUED_PROMPT, OpenRun, QueuedPrompt, TimelineProjection,
+};
 pub use tools::{
     CommandTool, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool, ToolChoice, ToolDefinition, ToolExecutor,
     ToolOutput, Toolbox, ToolboxError, run_tool_guard,
 };
 pub use usage::{Pricing, UsageProjection, add_usage, cached_tokens, input_tokens};
 pub use vocabulary::{
-    DoneStatus, ErrorCode, FinishClass, MessageStatus, RunStatus, ToolCallStatus, ToolResultStatus,
-    WarningCode,
+    CallPurpose, CompactionReason, DoneStatus, DropReason, ErrorCode, FinishClass, MessageStatus,
+    QueuedPromptKind, QueuedPromptStatus, RunStatus, ToolCallStatus, ToolResultStatus, WarningCode,
 };

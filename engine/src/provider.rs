@@ -7,6 +7,7 @@
 use futures::stream::BoxStream;
 use reel_proto::chat::UsageInfo;
 
+use crate::vocabulary::CallPurpose;
 use crate::{
     context::Conversation,
     tools::{ToolChoice, ToolDefinition},
@@ -79,6 +80,9 @@ pub struct ModelRequest {
     pub tools: Vec<ToolDefinition>,
     /// Whether it must call one.
     pub tool_choice: ToolChoice,
+    /// A reply, or a compaction's summary (the conversation to summarize, ending with a user
+    /// message that asks for it).
+    pub purpose: CallPurpose,
 }
 
 /// One step of a streamed reply.

@@ -18,6 +18,8 @@
 //!   - - panic: "provider bug"             # fault injection: the provider crashes
 //!   - - repeat: {times: 10000, steps: [{text: "tok "}]}   # a long reply from a short script
 //!   - - echo_context                      # replies with the conversation the model was given
+//! summary: "The user asked about..."      # optional: what a summarization call answers
+//!                                         # (or a list of steps, like a turn's)
 //! ```
 //!
 //! A turn ends with stop reason `tool_calls` when it made a tool call and `stop` otherwise,
@@ -30,8 +32,10 @@ use reel_proto::chat::UsageInfo;
 use serde::Deserialize;
 
 use crate::{
+    compaction::plain_summary,
     context::ContextRole,
     provider::{ModelRequest, Provider, ProviderError, ProviderEvent, ProviderStream},
+    vocabulary::CallPurpose,
 };
 
 /// Tool call arguments are streamed in pieces of this many characters, as real models do.
@@ -45,6 +49,18 @@ pub const MAX_SCRIPT_BYTES: u64 = 16 * 1024 * 1024;
 pub struct Script {
     /// One list of steps per model call.
     pub turns: Vec<Vec<Step>>,
+    /// What a summarization call (a compaction's) answers. It takes no turn; without it the
+    /// answer is a plain summary naming each message it covers.
+    #[serde(default)]
+    pub summary: Option<Summary>,
+}
+
+/// A script's answer to summarization calls: its text, or steps (to make it slow or fail).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Summary {
+    Text(String),
+    Steps(Vec<Step>),
 }
 
 /// One step of a scripted turn.
@@ -176,6 +192,19 @@ impl Provider for ScriptedProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ProviderStream {
+        if request.purpose == CallPurpose::Summary {
+            let steps = match self.script.as_ref().and_then(|s| s.summary.clone()) {
+                Some(Summary::Text(text)) => vec![Step::Text(text)],
+                Some(Summary::Steps(steps)) => steps,
+                // The last message asks for the summary; the ones before it are summarized.
+                None => {
+                    let messages: Vec<_> = request.messages.iter().cloned().collect();
+                    let covered = &messages[..messages.len().saturating_sub(1)];
+                    vec![Step::Text(plain_summary(covered))]
+                }
+            };
+            return play(steps, None);
+        }
         let call = usize::try_from(request.call_index).unwrap_or(usize::MAX);
         let steps = match &self.script {
             None => return play(Vec::new(), Some(echoed(request))),

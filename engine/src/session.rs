@@ -14,6 +14,7 @@ use reel_proto::{
 };
 
 use crate::{
+    catalog::SessionCatalog,
     context::ModelContextProjection,
     fanout::{Fanout, SinkFailure},
     id::new_id,
@@ -23,7 +24,9 @@ use crate::{
     store::SessionState,
     timeline::TimelineProjection,
     usage::UsageProjection,
-    vocabulary::{DoneStatus, ErrorCode, FinishClass, RunStatus, ToolCallStatus, ToolResultStatus},
+    vocabulary::{
+        DoneStatus, DropReason, ErrorCode, FinishClass, RunStatus, ToolCallStatus, ToolResultStatus,
+    },
 };
 
 /// One conversation: its log, the projections of that log, and the sinks that follow it.
@@ -36,6 +39,9 @@ pub struct Session {
     outputs: Fanout,
     /// Set once the terminal `storage_failed` error has been written.
     storage_failure_reported: bool,
+    /// The durable store that holds the session's entities, read for whole snapshots once
+    /// settled entities were let go (see [`Session::settle`]).
+    archive: Option<Box<dyn SessionCatalog>>,
 }
 
 impl Session {
@@ -49,6 +55,22 @@ impl Session {
             usage: UsageProjection::new(),
             outputs,
             storage_failure_reported: false,
+            archive: None,
+        }
+    }
+
+    /// Lets the session hold only the entities that can still change: `archive` reads the
+    /// durable store its timeline sink writes, for whole snapshots.
+    pub fn keep_entities_in(&mut self, archive: Box<dyn SessionCatalog>) {
+        self.archive = Some(archive);
+    }
+
+    /// Between requests: lets go of the entities no event can change any more, when a durable
+    /// store holds them (every done waits for the store, so it does by now). A session then
+    /// costs memory for what it is doing, not for everything it has said.
+    pub fn settle(&mut self) {
+        if self.archive.is_some() && !self.storage_failed() {
+            self.timeline.evict_settled();
         }
     }
 
@@ -73,6 +95,7 @@ impl Session {
             usage: state.usage,
             outputs,
             storage_failure_reported: false,
+            archive: None,
         }
     }
 
@@ -81,7 +104,22 @@ impl Session {
     /// `ChatRunFailed` (`interrupted`), never by editing history; tool calls left without a
     /// result get an error result first. Returns whether there was one.
     pub async fn close_interrupted_run(&mut self, request_id: &Arc<str>) -> bool {
+        // Prompts queued for the dead process never reached the model, and never will: a
+        // follow-up is not run silently by another process.
+        self.drop_queued(request_id, None, DropReason::Interrupted)
+            .await;
         let Some(run) = self.timeline.open_run().cloned() else {
+            // A compaction asked for between runs may have died in its summarization call.
+            if let Some(correlation) = self.timeline.open_call().cloned() {
+                let finished = ChatProviderCallFinished {
+                    stop_reason: "interrupted".into(),
+                    finish_class: FinishClass::Error.into(),
+                    correlation: Some(correlation),
+                    ..Default::default()
+                };
+                self.append(request_id, finished).await;
+                return true;
+            }
             return false;
         };
         if run.call_open {
@@ -199,11 +237,41 @@ impl Session {
             .await;
     }
 
-    /// Sends the timeline as of the newest event.
+    /// Sends the timeline as of the newest event: with entities let go, the store's merged
+    /// with memory's, once the store holds everything so far.
     pub async fn emit_snapshot(&mut self, request_id: &Arc<str>) {
-        let snapshot = self.timeline.snapshot();
+        let snapshot = if self.timeline.is_partial() {
+            match self.stored_entities().await {
+                Ok(stored) => self.timeline.merged(stored),
+                Err(message) => {
+                    let message =
+                        format!("cannot read the stored timeline for a snapshot: {message}");
+                    tracing::error!("{message}");
+                    self.emit_error(request_id, ErrorCode::StorageFailed, &message, false)
+                        .await;
+                    return;
+                }
+            }
+        } else {
+            self.timeline.snapshot()
+        };
         self.emit(request_id, OutputKind::Snapshot(Arc::new(snapshot)))
             .await;
+    }
+
+    /// The entities the store holds, once it holds everything appended so far.
+    async fn stored_entities(&mut self) -> Result<Vec<reel_proto::rpc::SnapshotEntity>, String> {
+        if let Err(failure) = self.outputs.wait_committed(self.log.last_ordinal()).await {
+            return Err(failure.message);
+        }
+        let id = Arc::clone(&self.id);
+        match self.archive.as_mut() {
+            Some(archive) => archive
+                .stored_entities(&id)
+                .await
+                .map_err(|e| crate::store::error_chain(&e)),
+            None => Err("no store holds the session's entities".into()),
+        }
     }
 
     /// Sends the entities created or changed after `ordinal` (see

@@ -71,6 +71,16 @@ pub fn cached_tokens(usage: &UsageInfo) -> u64 {
 pub struct UsageProjection {
     run: UsageInfo,
     session: UsageInfo,
+    /// Model calls started in the run in progress (or the last one).
+    #[serde(default)]
+    run_calls: u64,
+    /// Model calls started in the session, summarization calls included.
+    #[serde(default)]
+    session_calls: u64,
+    /// Whether a run is in progress: a call between runs (a requested compaction) spends from
+    /// the session only.
+    #[serde(default)]
+    in_run: bool,
 }
 
 impl UsageProjection {
@@ -80,11 +90,22 @@ impl UsageProjection {
 
     /// A projection whose session total starts at `session` (resuming from a turns database,
     /// which keeps no log).
-    pub fn from_session_total(session: UsageInfo) -> Self {
+    pub fn from_session_total(session: UsageInfo, session_calls: u64) -> Self {
         Self {
             session,
+            session_calls,
             ..Self::default()
         }
+    }
+
+    /// Model calls the current (or last) run started.
+    pub fn run_calls(&self) -> u64 {
+        self.run_calls
+    }
+
+    /// Model calls the session started.
+    pub fn session_calls(&self) -> u64 {
+        self.session_calls
     }
 
     /// The current (or last) run's usage.
@@ -103,10 +124,25 @@ impl Projection for UsageProjection {
 
     fn apply(&mut self, entry: &LogEntry) {
         match &entry.event {
-            Any::ChatRunStarted(_) => self.run = UsageInfo::default(),
+            Any::ChatRunStarted(_) => {
+                self.run = UsageInfo::default();
+                self.run_calls = 0;
+                self.in_run = true;
+            }
+            Any::ChatRunFinished(_) | Any::ChatRunStopped(_) | Any::ChatRunFailed(_) => {
+                self.in_run = false;
+            }
+            Any::ChatProviderCallStarted(_) => {
+                self.session_calls += 1;
+                if self.in_run {
+                    self.run_calls += 1;
+                }
+            }
             Any::ChatProviderCallFinished(f) => {
                 if let Some(usage) = &f.usage {
-                    add_usage(&mut self.run, usage);
+                    if self.in_run {
+                        add_usage(&mut self.run, usage);
+                    }
                     add_usage(&mut self.session, usage);
                 }
             }

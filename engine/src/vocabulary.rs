@@ -86,6 +86,9 @@ vocabulary! {
         NoActiveRequest = "no_active_request",
         UnknownToolCall = "unknown_tool_call",
         StdinReadFailed = "stdin_read_failed",
+        BudgetExceeded = "budget_exceeded",
+        ContextOverflow = "context_overflow",
+        NothingToCompact = "nothing_to_compact",
     }
 }
 
@@ -96,8 +99,66 @@ vocabulary! {
         Finished = "finished",
         /// Finished, with the model still asking for tools at the iteration limit.
         MaxIterationsReached = "max_iterations_reached",
+        BudgetExceeded = "budget_exceeded",
         Stopped = "stopped",
         Failed = "failed",
+    }
+}
+
+vocabulary! {
+    /// What a model call is for (`ChatProviderCallStarted.purpose`).
+    #[derive(Default)]
+    CallPurpose {
+        /// The conversation's next answer (an empty purpose in older logs).
+        #[default]
+        Reply = "reply",
+        /// A compaction's summary of the earlier conversation.
+        Summary = "summary",
+    }
+}
+
+vocabulary! {
+    /// Why the context was compacted (`ChatContextCompacted.reason`).
+    CompactionReason {
+        /// The next model call's input would have passed `compact_at` of the window.
+        Threshold = "threshold",
+        /// A client asked (`compact`).
+        Requested = "requested",
+    }
+}
+
+vocabulary! {
+    /// A prompt sent while a run was going.
+    QueuedPromptKind {
+        /// Delivered into the running run at its next model call.
+        Steer = "steer",
+        /// Started as its own run when the running one ends.
+        FollowUp = "follow_up",
+    }
+}
+
+vocabulary! {
+    /// Where a queued prompt is.
+    QueuedPromptStatus {
+        Queued = "queued",
+        Delivered = "delivered",
+        Dropped = "dropped",
+    }
+}
+
+vocabulary! {
+    /// Why a queued prompt was dropped.
+    DropReason {
+        /// `cancel` with `clearQueue`.
+        Cleared = "cleared",
+        /// A steer whose run stopped or failed before its next model call.
+        RunEnded = "run_ended",
+        /// A `shutdown` request or a signal came first.
+        Shutdown = "shutdown",
+        /// The process ended before it started (found on resume).
+        Interrupted = "interrupted",
+        /// The session's budget was spent when its turn came.
+        BudgetExceeded = "budget_exceeded",
     }
 }
 
@@ -179,7 +240,12 @@ mod tests {
             .chain(ToolCallStatus::ALL.iter().map(|v| v.as_str()))
             .chain(FinishClass::ALL.iter().map(|v| v.as_str()))
             .chain(WarningCode::ALL.iter().map(|v| v.as_str()))
-            .chain(MessageStatus::ALL.iter().map(|v| v.as_str()));
+            .chain(MessageStatus::ALL.iter().map(|v| v.as_str()))
+            .chain(CallPurpose::ALL.iter().map(|v| v.as_str()))
+            .chain(CompactionReason::ALL.iter().map(|v| v.as_str()))
+            .chain(QueuedPromptKind::ALL.iter().map(|v| v.as_str()))
+            .chain(QueuedPromptStatus::ALL.iter().map(|v| v.as_str()))
+            .chain(DropReason::ALL.iter().map(|v| v.as_str()));
         for value in values {
             if !quoted(value) {
                 missing.push(value);

@@ -190,7 +190,7 @@ proptest! {
     fn a_live_session_replays_to_what_its_sinks_saw(turns in prop::collection::vec(turn(), 1..4)) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let runs = turns.len();
-        let provider = ScriptedProvider::new(Script { turns });
+        let provider = ScriptedProvider::new(Script { turns, summary: None });
         let memory = MemorySink::new();
         let context = runtime.block_on(async {
             let mut fanout = Fanout::new();
@@ -206,6 +206,8 @@ proptest! {
                     provider: &provider,
                     tools: &reel_engine::NO_TOOLS,
                     tool_client: false,
+                    budgets: Default::default(),
+                    context_policy: Default::default(),
                 };
                 session.run(request, &CancellationToken::new()).await;
             }

@@ -131,6 +131,9 @@ impl<S: LogStore> TimelineDbSink<S> {
             .map_err(SinkError::from)?;
         if materialize {
             self.entities_ordinal = ordinal;
+            // The store has every entity now: the ones nothing can change any more need not
+            // stay in memory (nor in the next snapshot, which then stays small).
+            self.state.timeline.evict_settled();
         }
         if commit.snapshot.is_some() {
             self.snapshot_ordinal = ordinal;

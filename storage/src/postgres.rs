@@ -52,6 +52,12 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
+    /// A second, read-only connection to the same database (see
+    /// [`crate::TimelineStore::reader`]).
+    pub async fn reader(&self) -> Result<Self, StoreError> {
+        Self::connect(&self.dsn, Access::ReadOnly).await
+    }
+
     /// Connects to `dsn` (`postgres://user@host:port/database`). For writing, reel's schema is
     /// created or brought up to date; for reading, it must be there and current, and the
     /// connection refuses writes.

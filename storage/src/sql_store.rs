@@ -356,10 +356,23 @@ macro_rules! sql_store {
                     .fetch_optional(&mut self.conn)
                     .await
                     .map_err(|e| self.error(e))?;
-                match row {
-                    Some(row) => state_from(session_id, row.get(0), row.get(1)),
-                    None => Ok(SessionState::default()),
+                let mut state = match row {
+                    Some(row) => state_from(session_id, row.get(0), row.get(1))?,
+                    None => SessionState::default(),
+                };
+                if state.timeline.is_partial() {
+                    let stored = SessionCatalog::stored_entities(self, session_id).await?;
+                    state.timeline.restore(stored);
                 }
+                Ok(state)
+            }
+
+            async fn stored_entities(
+                &mut self,
+                session_id: &str,
+            ) -> Result<Vec<SnapshotEntity>, StoreError> {
+                let (_, entities) = LogStore::entities(self, session_id).await?;
+                Ok(entities)
             }
 
             async fn writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {

@@ -45,6 +45,19 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// A read-only connection to the same file (see [`crate::TimelineStore::reader`]).
+    pub async fn reader(&self) -> Result<Self, StoreError> {
+        let conn = sqlite_file::read_only_connection(&self.file)
+            .await
+            .map_err(|e| open_error(&self.path, e))?;
+        Ok(Self {
+            conn,
+            path: self.path.clone(),
+            file: self.file.clone(),
+            identity: None,
+        })
+    }
+
     /// Opens the database at `path`. For writing, a missing or empty file becomes a new
     /// database (its folder is created) and reel's own is migrated; for reading, the file must
     /// hold reel's current schema. Anything else is refused and left untouched.

@@ -31,6 +31,20 @@ pub async fn open_timeline(
     }
 }
 
+impl TimelineStore {
+    /// A second connection to the same database, for reading beside this one's writes (a
+    /// session reading back the entities it let go). For SQLite it opens only the connection:
+    /// opening and closing the file itself, as a first open does to look at it, would drop the
+    /// locks this process's writing connection holds on it (POSIX locks belong to the process,
+    /// and closing any descriptor of the file releases them all).
+    pub async fn reader(&self) -> Result<TimelineStore, StoreError> {
+        match self {
+            TimelineStore::Sqlite(store) => store.reader().await.map(TimelineStore::Sqlite),
+            TimelineStore::Postgres(store) => store.reader().await.map(TimelineStore::Postgres),
+        }
+    }
+}
+
 macro_rules! delegate {
     ($self:ident, $store:ident => $call:expr) => {
         match $self {
@@ -126,6 +140,13 @@ impl SessionCatalog for TimelineStore {
         ordinal: u64,
     ) -> Result<SessionState, StoreError> {
         delegate!(self, store => store.snapshot_at_most(session_id, ordinal).await)
+    }
+
+    async fn stored_entities(
+        &mut self,
+        session_id: &str,
+    ) -> Result<Vec<reel_proto::rpc::SnapshotEntity>, StoreError> {
+        delegate!(self, store => store.stored_entities(session_id).await)
     }
 
     async fn writer(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {

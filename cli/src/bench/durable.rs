@@ -146,20 +146,21 @@ async fn bench_database(
         database.name()
     );
     println!(
-        "{:>10} {:>10} {:>16} {:>14}",
-        "deltas", "seconds", "events/s stored", "bytes/delta"
+        "{:>10} {:>10} {:>16} {:>14} {:>16}",
+        "deltas", "seconds", "events/s stored", "bytes/delta", "RSS growth/delta"
     );
     let mut per_delta = Vec::new();
     for deltas in [deltas / 10, deltas] {
         let session = format!("bench-{}", new_id());
         let before = database.bytes_written(&session).await?;
-        let (events, seconds) =
+        let (events, seconds, rss_growth) =
             store_reply(&database.location(&session), &session, deltas as u64).await?;
         let written = database.bytes_written(&session).await? - before;
         let bytes_per_delta = written as f64 / deltas as f64;
         println!(
-            "{deltas:>10} {seconds:>10.3} {:>16.0} {bytes_per_delta:>14.1}",
-            events as f64 / seconds
+            "{deltas:>10} {seconds:>10.3} {:>16.0} {bytes_per_delta:>14.1} {:>14.0} B",
+            events as f64 / seconds,
+            rss_growth as f64 * 1024.0 / deltas as f64
         );
         per_delta.push(bytes_per_delta);
     }
@@ -190,12 +191,15 @@ async fn bench_database(
 }
 
 /// Streams a reply of `deltas` text deltas into a new timeline database; returns the events
-/// stored and the seconds from the prompt to the commit of its last event.
+/// stored, the seconds from the prompt to the commit of its last event, and how much the
+/// resident memory grew meanwhile (KiB, measured once the reply is committed, before the
+/// session is closed).
 pub(super) async fn store_reply(
     location: &Location,
     session_id: &str,
     deltas: u64,
-) -> anyhow::Result<(u64, f64)> {
+) -> anyhow::Result<(u64, f64, u64)> {
+    let rss_before = super::proc_status_kib("self", "VmRSS");
     let mut store = open_timeline(location, Access::ReadWrite).await?;
     store.lease(session_id).await?;
     let mut fanout = Fanout::new();
@@ -212,17 +216,19 @@ pub(super) async fn store_reply(
     };
     let provider = ScriptedProvider::new(Script {
         turns: vec![vec![Step::Repeat(repeat)]],
+        summary: None,
     });
     let rid: Arc<str> = Arc::from("");
     let started = Instant::now();
     super::run_prompt(&mut session, &provider).await;
     session.emit_done(&rid, DoneStatus::Ok).await;
     let seconds = started.elapsed().as_secs_f64();
+    let rss_growth = super::proc_status_kib("self", "VmRSS").saturating_sub(rss_before);
     let events = session.log().last_ordinal();
     let failed = session.storage_failed();
     let failures = session.close().await;
     if failed || !failures.is_empty() {
         return Err(anyhow::anyhow!("storing the reply failed: {failures:?}"));
     }
-    Ok((events, seconds))
+    Ok((events, seconds, rss_growth))
 }

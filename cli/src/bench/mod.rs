@@ -137,6 +137,8 @@ async fn run_prompt(
         provider,
         tools: &reel_engine::NO_TOOLS,
         tool_client: false,
+        budgets: reel_engine::Budgets::default(),
+        context_policy: reel_engine::ContextPolicy::default(),
     };
     session
         .run(request, &tokio_util::sync::CancellationToken::new())

@@ -72,7 +72,19 @@ impl Served {
 
     /// Reads frames until one of request `rid` (any when empty) that contains `marker`.
     pub(super) fn read_until(&mut self, rid: &str, marker: &str) -> io::Result<()> {
+        self.read_counting(rid, marker, "").map(|_| ())
+    }
+
+    /// Reads frames until one of `rid` holds `marker`; returns how many lines on the way held
+    /// `counted` (none when it is empty).
+    pub(super) fn read_counting(
+        &mut self,
+        rid: &str,
+        marker: &str,
+        counted: &str,
+    ) -> io::Result<usize> {
         let stamp = format!("\"requestId\":\"{rid}\"");
+        let mut count = 0;
         loop {
             self.line.clear();
             if self.stdout.read_line(&mut self.line)? == 0 {
@@ -81,8 +93,11 @@ impl Served {
                     format!("no {marker} for {rid:?}"),
                 ));
             }
+            if !counted.is_empty() && self.line.contains(counted) {
+                count += 1;
+            }
             if (rid.is_empty() || self.line.contains(&stamp)) && self.line.contains(marker) {
-                return Ok(());
+                return Ok(count);
             }
         }
     }

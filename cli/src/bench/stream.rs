@@ -15,7 +15,7 @@ use std::{
     time::Instant,
 };
 
-use reel_engine::{Fanout, RunOutcome, Script, ScriptedProvider, Session, Step, new_id};
+use reel_engine::{Fanout, Repeat, RunOutcome, Script, ScriptedProvider, Session, Step, new_id};
 use reel_sinks::JsonlFrameSink;
 
 /// A writer that discards everything and counts the bytes.
@@ -97,8 +97,14 @@ pub async fn run(deltas: usize) -> u8 {
 }
 
 async fn stream_reply(deltas: usize) -> Option<Figures> {
+    // A repeat plays as it goes: a list of a million steps would be copied for the call and
+    // counted as the session's memory.
     let script = Script {
-        turns: vec![vec![Step::Text("word ".into()); deltas]],
+        turns: vec![vec![Step::Repeat(Repeat {
+            times: deltas as u64,
+            steps: vec![Step::Text("word ".into())],
+        })]],
+        summary: None,
     };
     let provider = ScriptedProvider::new(script);
     let written = CountingWriter::default();

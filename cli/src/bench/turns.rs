@@ -1,7 +1,8 @@
 //! The long-session benchmark (`--turns N`): one stdin-RPC process with a SQLite timeline
-//! database, N sequential submits of echoed replies, and what each tenth of the session cost:
-//! CPU time and resident memory. A session's cost must not grow with its age: the last tenth's
-//! CPU is compared with the first's, and the memory kept per turn is printed.
+//! database and a context window small enough that compaction runs every hundred turns or so,
+//! N sequential submits of echoed replies, and what each tenth of the session cost: CPU time
+//! and resident memory. A session's cost must not grow with its age: the last tenth's CPU is
+//! compared with the first's, and the memory kept per turn is printed.
 
 use std::{ffi::OsStr, io, time::Instant};
 
@@ -11,31 +12,38 @@ pub fn run(turns: usize) -> io::Result<()> {
     let turns = turns.max(10);
     let folder = tempfile::tempdir()?;
     let db = folder.path().join("timeline.db");
-    let flags: [&OsStr; 4] = [
+    let window = WINDOW_TOKENS.to_string();
+    let flags: [&OsStr; 6] = [
         "--timeline-db".as_ref(),
         db.as_os_str(),
         "--session-id".as_ref(),
         "bench".as_ref(),
+        "--context-window".as_ref(),
+        window.as_ref(),
     ];
     println!(
-        "reel bench: one stdin-RPC session of {turns} turns (echoed replies) into a SQLite timeline database"
+        "reel bench: one stdin-RPC session of {turns} turns (echoed replies) into a SQLite timeline database, compacting in a {WINDOW_TOKENS}-token window"
     );
-    println!("    turns    CPU s   CPU us/turn   RSS KiB");
+    println!("    turns    CPU s   CPU us/turn   RSS KiB   compactions");
     let mut served = Served::start_with(None, &flags)?;
     let decile = turns / 10;
     let started = Instant::now();
     let (mut cpu_before, rss_start) = (cpu_seconds(served.pid()), served.status_kib("VmRSS"));
     let mut per_turn = Vec::new();
+    let mut compactions = 0;
     for turn in 1..=turns {
         let rid = format!("t{turn}");
         served.submit(&rid, "what did we say")?;
-        served.read_until(&rid, "\"done\"")?;
+        compactions += served.read_counting(&rid, "\"done\"", "\"ChatContextCompacted\"")?;
         if turn % decile == 0 {
             let cpu = cpu_seconds(served.pid());
             let us = (cpu - cpu_before) * 1e6 / decile as f64;
             per_turn.push(us);
             let rss = served.status_kib("VmRSS");
-            println!("{turn:>9} {:>8.2} {us:>13.0} {rss:>9}", cpu - cpu_before);
+            println!(
+                "{turn:>9} {:>8.2} {us:>13.0} {rss:>9} {compactions:>13}",
+                cpu - cpu_before
+            );
             cpu_before = cpu;
         }
     }
@@ -50,6 +58,10 @@ pub fn run(turns: usize) -> io::Result<()> {
     );
     Ok(())
 }
+
+/// The context window the session runs in: an echoed turn is about 16 tokens by reel's
+/// estimate, so the session compacts every few dozen turns.
+const WINDOW_TOKENS: u64 = 1000;
 
 /// The CPU time (user and system) process `pid` has used, in seconds.
 fn cpu_seconds(pid: u32) -> f64 {

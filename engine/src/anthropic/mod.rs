@@ -213,14 +213,7 @@ mod tests {
     }
 
     fn message(role: ContextRole, text: &str) -> ContextMessage {
-        ContextMessage {
-            role,
-            text: text.into(),
-            reasoning: Vec::new(),
-            tool_calls: Vec::new(),
-            tool_call_id: String::new(),
-            is_error: false,
-        }
+        ContextMessage::new(role, text.into())
     }
 
     #[test]

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use reel_proto::chat::{ChatRunFailed, ChatRunFinished, ChatRunStopped};
 
-use super::{ActiveRun, Phase, RunFailure, RunOutcome};
+use super::{ActiveRun, Phase, RunFailure, RunKind, RunOutcome};
 use crate::{
     id::new_id,
     session::Session,
-    vocabulary::{FinishClass, RunStatus},
+    vocabulary::{DropReason, FinishClass, QueuedPromptKind, RunStatus},
 };
 
 impl Session {
@@ -45,8 +45,18 @@ impl Session {
     /// result.
     pub(super) async fn end_run(&mut self, run: &mut ActiveRun<'_>, outcome: &RunOutcome) {
         run.phase = Phase::Idle;
+        if run.kind == RunKind::Compaction {
+            // A compaction between runs has no run events: its call's end is on the log.
+            if let Some((_, message)) = outcome.warning() {
+                tracing::warn!("{message}");
+            }
+            return;
+        }
         self.close_unanswered(run, outcome).await;
         let rid = Arc::clone(&run.request_id);
+        // A steer that did not reach a model call before the run ended never will.
+        self.drop_queued(&rid, Some(QueuedPromptKind::Steer), DropReason::RunEnded)
+            .await;
         let duration_ms = run.started.elapsed().as_millis() as u64;
         let correlation = Some(run.correlation.clone());
         let message_id = run.user_message_id.clone();
@@ -54,11 +64,22 @@ impl Session {
         let usage = Some(self.usage().run());
         let session_usage = Some(self.usage().session());
         match outcome {
-            RunOutcome::Finished | RunOutcome::IterationLimit { .. } => {
-                let (status, error) = match outcome.warning() {
-                    Some((code, message)) => (code.into(), message),
-                    None => (RunStatus::Finished.into(), String::new()),
+            RunOutcome::Finished
+            | RunOutcome::IterationLimit { .. }
+            | RunOutcome::BudgetExceeded(_) => {
+                let status = match outcome {
+                    RunOutcome::IterationLimit { .. } => RunStatus::MaxIterationsReached,
+                    RunOutcome::BudgetExceeded(_) => RunStatus::BudgetExceeded,
+                    _ => RunStatus::Finished,
                 };
+                let error = match outcome.warning() {
+                    Some((_, message)) => {
+                        tracing::warn!("{message}");
+                        message
+                    }
+                    None => String::new(),
+                };
+                let status = status.into();
                 let event = ChatRunFinished {
                     message_id,
                     status,

@@ -8,6 +8,11 @@
 //! (cancelled) or `ChatRunFailed`, and every tool call the model asked for has a result by then
 //! (an error result when it was not run), so the next model call sees a well-formed context.
 //!
+//! Before each model call the run delivers the steers that came meanwhile ([`steering`]),
+//! checks its budgets and the context window, and compacts the context first when it has grown
+//! past its threshold ([`compact`]): a budget that is spent ends the run (`budget_exceeded`), a
+//! context that cannot fit fails it (`context_overflow`).
+//!
 //! A run is driven step by step ([`ActiveRun`]), so that whoever owns the session can answer
 //! other requests between two events of a reply or while tools run; [`Session::run`] is the
 //! simple loop for one-shot use.
@@ -20,12 +25,14 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    budget::Budgets,
+    compaction::ContextPolicy,
     fanout::SinkFailure,
     id::new_id,
     provider::{ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream},
     session::Session,
     tools::{ToolChoice, ToolOutput, Toolbox},
-    vocabulary::{DoneStatus, ErrorCode, FinishClass, MessageStatus, ToolCallStatus},
+    vocabulary::{CallPurpose, ErrorCode, FinishClass, MessageStatus, ToolCallStatus},
 };
 
 /// Everything a run needs.
@@ -39,91 +46,19 @@ pub struct RunRequest<'a> {
     pub tools: &'a Toolbox,
     /// Whether a stdin-RPC client is there to run `client` tools.
     pub tool_client: bool,
-}
-
-/// How a run ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RunOutcome {
-    Finished,
-    Stopped,
-    Failed(RunFailure),
-    /// The model still asked for tools when the run had made `limit` model calls: those calls
-    /// were answered "not run" and the run ended. A warning, not a failure.
-    IterationLimit {
-        limit: u32,
-    },
-}
-
-/// Why a run failed, as its error frame reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunFailure {
-    /// `run_failed`, or `internal_error` when the provider crashed.
-    pub code: ErrorCode,
-    pub message: String,
-}
-
-impl RunFailure {
-    /// The durable store failed: the run stops before its next side effect.
-    pub fn storage(failure: &SinkFailure) -> Self {
-        Self {
-            code: ErrorCode::StorageFailed,
-            message: format!(
-                "{} failed, so the run stopped before its next model call or tool: {}",
-                failure.sink, failure.message
-            ),
-        }
-    }
-
-    /// Whether this is the durable store's failure (reported once, as a terminal error, by
-    /// the request's done).
-    pub fn is_storage(&self) -> bool {
-        self.code == ErrorCode::StorageFailed
-    }
-
-    fn from_provider(error: &ProviderError) -> Self {
-        let code = match error {
-            ProviderError::Crashed(_) => ErrorCode::InternalError,
-            _ => ErrorCode::RunFailed,
-        };
-        Self {
-            code,
-            message: error.to_string(),
-        }
-    }
-}
-
-impl RunOutcome {
-    /// The `done.status` that reports this outcome.
-    pub fn done_status(&self) -> DoneStatus {
-        match self {
-            RunOutcome::Finished | RunOutcome::IterationLimit { .. } => DoneStatus::Ok,
-            RunOutcome::Stopped => DoneStatus::Stopped,
-            RunOutcome::Failed(_) => DoneStatus::Failed,
-        }
-    }
-
-    /// The warning a finished run carries: its error frame (non-terminal) says it.
-    pub fn warning(&self) -> Option<(ErrorCode, String)> {
-        match self {
-            RunOutcome::IterationLimit { limit } => Some((
-                ErrorCode::MaxIterationsReached,
-                format!(
-                    "the model still asked for tools after {limit} model calls; those calls were \
-                     not run (raise --max-iterations to allow more)"
-                ),
-            )),
-            _ => None,
-        }
-    }
+    /// What the run and the session may spend.
+    pub budgets: Budgets,
+    /// When the context is compacted before a model call.
+    pub context_policy: ContextPolicy,
 }
 
 /// The next thing that happened in a run: an event of the model's reply (`None`: the reply
 /// stream ended), a tool call that finished, or the run cannot go on (its store failed before
-/// a model call or tools could start).
+/// a model call or tools could start, a budget is spent, the context does not fit).
 pub enum RunEvent {
     Model(Option<Result<ProviderEvent, ProviderError>>),
     Tool(ToolDone),
-    Blocked(RunFailure),
+    Halted(RunOutcome),
 }
 
 /// A finished tool call: which one (its place in the batch being executed) and its output.
@@ -138,8 +73,9 @@ enum Phase<'a> {
     Model(ProviderStream),
     /// The tool calls being executed; dropping them kills command tools.
     Tools(FuturesUnordered<BoxFuture<'a, ToolDone>>),
-    /// Nothing may start: the store failed before the next side effect.
-    Blocked(RunFailure),
+    /// Nothing more may start: the store failed before the next side effect, a budget is
+    /// spent, or the context does not fit; the run ends so.
+    Halted(RunOutcome),
     /// Nothing: the run has ended (or has not begun its first call).
     Idle,
 }
@@ -152,6 +88,7 @@ enum Phase<'a> {
 /// deliver a client tool's result), which is how a snapshot taken during a run lands between
 /// two of its events.
 pub struct ActiveRun<'a> {
+    kind: RunKind,
     request_id: Arc<str>,
     /// The last ordinal before the run's first event.
     ordinal_before: u64,
@@ -167,15 +104,42 @@ pub struct ActiveRun<'a> {
     settings: ModelSettings,
     tools: &'a Toolbox,
     tool_client: bool,
-    /// Model calls this run has made.
+    /// Reply calls this run has made (what max iterations counts).
     calls: u32,
+    budgets: Budgets,
+    context_policy: ContextPolicy,
+    /// The compaction whose summarization call is in progress.
+    compaction: Option<compact::PendingCompaction>,
+    /// Whether the context was compacted for the next reply call already (it is not compacted
+    /// twice for one call).
+    compacted: bool,
     /// The tool calls being executed; a slot empties when its result is on the log.
     executing: Vec<Option<RequestedTool>>,
     /// Client tool calls waiting for the client: tool call id and where its answer goes.
     client_waits: Vec<(String, oneshot::Sender<ToolOutput>)>,
 }
 
+/// What a run is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RunKind {
+    /// A prompt and the model's answer: a submit, a follow-up, a one-shot run.
+    Prompt,
+    /// Only a compaction (a `compact` request between runs): no user message, no run events.
+    Compaction,
+}
+
 impl ActiveRun<'_> {
+    /// Whether this is a prompt's run (not a compaction asked for between runs); only a
+    /// prompt's run takes steering.
+    pub fn takes_steering(&self) -> bool {
+        self.kind == RunKind::Prompt
+    }
+
+    /// The run's correlation (session and run ids).
+    pub fn correlation(&self) -> &CorrelationInfo {
+        &self.correlation
+    }
+
     /// The request this run answers; its outputs are stamped with it.
     pub fn request_id(&self) -> &Arc<str> {
         &self.request_id
@@ -198,7 +162,7 @@ impl ActiveRun<'_> {
                 Some(done) => RunEvent::Tool(done),
                 None => std::future::pending().await,
             },
-            Phase::Blocked(failure) => RunEvent::Blocked(failure.clone()),
+            Phase::Halted(outcome) => RunEvent::Halted(outcome.clone()),
             Phase::Idle => std::future::pending().await,
         }
     }
@@ -240,10 +204,15 @@ impl ActiveRun<'_> {
     }
 }
 
+mod compact;
 mod ending;
+mod outcome;
 mod record;
+mod steering;
 mod tool_calls;
 
+pub use compact::CompactRequest;
+pub use outcome::{RunFailure, RunOutcome};
 use record::{CallState, RequestedTool};
 
 impl Session {
@@ -317,6 +286,7 @@ impl Session {
         )
         .await;
         let mut run = ActiveRun {
+            kind: RunKind::Prompt,
             request_id: rid,
             ordinal_before,
             user_message_id,
@@ -330,6 +300,10 @@ impl Session {
             tools: request.tools,
             tool_client: request.tool_client,
             calls: 0,
+            budgets: request.budgets,
+            context_policy: request.context_policy,
+            compaction: None,
+            compacted: false,
             executing: Vec::new(),
             client_waits: Vec::new(),
         };
@@ -346,12 +320,23 @@ impl Session {
                 self.tool_done(run, done).await;
                 return None;
             }
-            RunEvent::Blocked(failure) => {
+            RunEvent::Halted(outcome) => {
                 if run.call.open {
                     self.finish_call(&rid, &mut run.call, "error", FinishClass::Error)
                         .await;
                 }
-                RunOutcome::Failed(failure)
+                outcome
+            }
+            RunEvent::Model(Some(Ok(ProviderEvent::Finished { stop_reason })))
+                if run.call.purpose == CallPurpose::Summary =>
+            {
+                self.finish_call(&rid, &mut run.call, &stop_reason, FinishClass::Completed)
+                    .await;
+                run.phase = Phase::Idle;
+                match self.finish_compaction(run).await {
+                    Some(outcome) => outcome,
+                    None => return None,
+                }
             }
             RunEvent::Model(Some(Ok(ProviderEvent::Finished { stop_reason }))) => {
                 let class = if run.call.requested.is_empty() {
@@ -366,7 +351,14 @@ impl Session {
                 if run.call.tool_required && requested.is_empty() {
                     self.warn_required_tool_call(&rid, &run.call).await;
                 }
-                if requested.is_empty() {
+                if requested.is_empty() && self.has_undelivered_steer() {
+                    // A steer came while the model was finishing: one more call carries it.
+                    if run.calls < run.tools.max_iterations() {
+                        self.start_call(run).await;
+                        return None;
+                    }
+                    RunOutcome::Finished
+                } else if requested.is_empty() {
                     RunOutcome::Finished
                 } else if run.calls >= run.tools.max_iterations() {
                     let limit = run.tools.max_iterations();
@@ -410,25 +402,25 @@ impl Session {
         Some(outcome)
     }
 
-    /// Starts the next model call with the conversation so far.
+    /// Starts the next model call: delivers the steers that came since the last one, checks
+    /// the budgets and the context window (compacting first when the context has grown past
+    /// its threshold), then calls the model with the conversation so far.
     async fn start_call(&mut self, run: &mut ActiveRun<'_>) {
+        if run.kind == RunKind::Prompt {
+            self.deliver_steers(run).await;
+        }
+        match self.plan_call(run) {
+            compact::CallPlan::Halt(outcome) => run.phase = Phase::Halted(outcome),
+            compact::CallPlan::Summarize(pending) => self.start_summary(run, pending).await,
+            compact::CallPlan::Reply => self.start_reply(run).await,
+        }
+    }
+
+    /// Starts a reply call: the model answers the conversation so far.
+    async fn start_reply(&mut self, run: &mut ActiveRun<'_>) {
         run.calls += 1;
-        run.call = CallState::new(
-            CorrelationInfo {
-                provider_call_id: new_id(),
-                ..run.correlation.clone()
-            },
-            run.settings.pricing,
-        );
-        let rid = Arc::clone(&run.request_id);
-        let started = run
-            .call
-            .started_event(run.provider.name(), &run.settings.model);
-        self.append(&rid, started).await;
-        run.call.open = true;
-        // A model call costs money and time: it starts only once the log up to here is stored.
-        if let Err(failure) = self.storage_holds().await {
-            run.phase = Phase::Blocked(RunFailure::storage(&failure));
+        run.compacted = false;
+        if !self.open_call(run, CallPurpose::Reply).await {
             return;
         }
         let tool_choice = run.tools.choice_for_call(run.calls);
@@ -441,8 +433,34 @@ impl Session {
             call_index: self.context().calls() - 1,
             tools: run.tools.definitions(),
             tool_choice,
+            purpose: CallPurpose::Reply,
         };
         run.phase = Phase::Model(run.provider.stream(request));
+    }
+
+    /// Records the start of a model call for `purpose`; false when the store failed first (the
+    /// run is halted then: a model call costs money and time, so it starts only once the log
+    /// up to here is stored).
+    async fn open_call(&mut self, run: &mut ActiveRun<'_>, purpose: CallPurpose) -> bool {
+        run.call = CallState::new(
+            CorrelationInfo {
+                provider_call_id: new_id(),
+                ..run.correlation.clone()
+            },
+            run.settings.pricing,
+        );
+        run.call.purpose = purpose;
+        let rid = Arc::clone(&run.request_id);
+        let started = run
+            .call
+            .started_event(run.provider.name(), &run.settings.model);
+        self.append(&rid, started).await;
+        run.call.open = true;
+        if let Err(failure) = self.storage_holds().await {
+            run.phase = Phase::Halted(RunOutcome::Failed(RunFailure::storage(&failure)));
+            return false;
+        }
+        true
     }
 }
 

@@ -15,7 +15,7 @@ use crate::{
     provider::ProviderEvent,
     session::Session,
     usage::Pricing,
-    vocabulary::{FinishClass, MessageStatus, ToolCallStatus, WarningCode},
+    vocabulary::{CallPurpose, FinishClass, MessageStatus, ToolCallStatus, WarningCode},
 };
 
 /// Ids and totals of the model call in progress.
@@ -42,6 +42,11 @@ pub(super) struct CallState {
     pub(super) started: Instant,
     /// The complete tool calls of this model call, in the order the model made them.
     pub(super) requested: Vec<RequestedTool>,
+    /// What the call is for.
+    pub(super) purpose: CallPurpose,
+    /// A summarization call's text so far: it goes into ChatContextCompacted, not the
+    /// conversation.
+    pub(super) summary: String,
 }
 
 /// A tool call the model asked for, until its result is on the log.
@@ -72,6 +77,8 @@ impl CallState {
             pricing,
             started: Instant::now(),
             requested: Vec::new(),
+            purpose: CallPurpose::Reply,
+            summary: String::new(),
         }
     }
 
@@ -80,6 +87,7 @@ impl CallState {
             correlation: Some(self.correlation.clone()),
             provider: provider.to_owned(),
             model: model.to_owned(),
+            purpose: self.purpose.into(),
         }
     }
 }
@@ -92,6 +100,22 @@ impl Session {
         call: &mut CallState,
         event: ProviderEvent,
     ) {
+        // A summary is gathered, not streamed into the conversation; reasoning and tool calls
+        // have no place in it.
+        let event = match (call.purpose, event) {
+            (CallPurpose::Summary, ProviderEvent::TextDelta(text)) => {
+                call.summary.push_str(&text);
+                return;
+            }
+            (
+                CallPurpose::Summary,
+                event @ (ProviderEvent::Usage(_)
+                | ProviderEvent::Retrying { .. }
+                | ProviderEvent::ResponseModel(_)),
+            ) => event,
+            (CallPurpose::Summary, _) => return,
+            (CallPurpose::Reply, event) => event,
+        };
         match event {
             ProviderEvent::TextDelta(text) => {
                 call.reasoning_id = None;

@@ -75,7 +75,7 @@ impl Session {
         // the log that says so is stored, since their side effects cannot be taken back.
         run.phase = match self.storage_holds().await {
             Ok(()) => Phase::Tools(running),
-            Err(failure) => Phase::Blocked(RunFailure::storage(&failure)),
+            Err(failure) => Phase::Halted(RunOutcome::Failed(RunFailure::storage(&failure))),
         };
     }
 

@@ -24,8 +24,12 @@ use crate::{
     vocabulary::{FinishClass, MessageStatus, ToolCallStatus},
 };
 
+mod archive;
 mod changes;
+mod queue;
 mod segments;
+
+pub use queue::{KIND_COMPACTION, KIND_QUEUED_PROMPT, QueuedPrompt};
 
 use changes::ChangeIndex;
 use segments::{OpenStream, ProseStart, StreamKind};
@@ -59,6 +63,13 @@ pub struct TimelineProjection {
     /// The run in progress: started and not yet finished, stopped or failed.
     #[serde(default)]
     open_run: Option<OpenRun>,
+    /// Prompts queued and not yet delivered or dropped (see [`queue`]).
+    #[serde(default)]
+    queue: Vec<QueuedPrompt>,
+    /// Entities created up to this ordinal that no event could change any more were let go
+    /// (see [`archive`]): a durable store holds them. 0: every entity is here.
+    #[serde(default)]
+    evicted_through: u64,
 }
 
 /// A run that has started and not ended.
@@ -84,6 +95,12 @@ impl TimelineProjection {
     /// The run that started and has not ended, if any: after a crash, the interrupted one.
     pub fn open_run(&self) -> Option<&OpenRun> {
         self.open_run.as_ref()
+    }
+
+    /// The model call in progress (started, not finished), in a run or not: after a crash, the
+    /// interrupted one.
+    pub fn open_call(&self) -> Option<&CorrelationInfo> {
+        self.call.as_ref()
     }
 
     /// Tool calls the model asked for that have no result yet (pending, executing or awaiting
@@ -344,6 +361,10 @@ impl Projection for TimelineProjection {
                 self.insert(KIND_MESSAGE, &f.message_id, entry.ordinal, entity.into());
                 out.push(&entry.event);
             }
+            Any::ChatPromptQueued(q) => self.queued(q, entry.ordinal, &mut out),
+            Any::ChatPromptDelivered(d) => self.delivered(d, entry.ordinal, &mut out),
+            Any::ChatPromptDropped(d) => self.dropped(d, entry.ordinal, &mut out),
+            Any::ChatContextCompacted(c) => self.compacted(c, entry.ordinal, &mut out),
             // Entities, ui-only payloads and types from newer versions project to nothing.
             _ => {}
         }

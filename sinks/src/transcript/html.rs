@@ -107,9 +107,14 @@ pub fn write(
                     "<div class=\"msg assistant\"><span class=\"who\">Assistant</span>{}</div>",
                     escape(text)
                 )?,
-                Block::Retry(reason) | Block::Warning(reason) => {
+                Block::Retry(reason) | Block::Warning(reason) | Block::Marker(reason) => {
                     writeln!(out, "<p class=\"retry\">{}</p>", escape(reason))?
                 }
+                Block::Steer(text) => writeln!(
+                    out,
+                    "<div class=\"msg user\"><span class=\"who\">User (steering)</span>{}</div>",
+                    escape(text)
+                )?,
                 Block::Tool(tool) => {
                     writeln!(
                         out,

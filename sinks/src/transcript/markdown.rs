@@ -51,9 +51,10 @@ pub fn write(
                     writeln!(out, "\n*Thinking*\n\n{}", quoted(text))?;
                 }
                 Block::Text(text) => writeln!(out, "\n**Assistant**\n\n{}", escaped(text))?,
-                Block::Retry(reason) | Block::Warning(reason) => {
+                Block::Retry(reason) | Block::Warning(reason) | Block::Marker(reason) => {
                     writeln!(out, "\n*{}*", escaped_line(reason))?
                 }
+                Block::Steer(text) => writeln!(out, "\n**User (steering)**\n\n{}", quoted(text))?,
                 Block::Tool(tool) => {
                     writeln!(
                         out,

@@ -15,7 +15,7 @@ pub use terminal::{Paint, render};
 
 use std::collections::HashMap;
 
-use reel_engine::{LogEntry, RunStatus, ToolCallStatus};
+use reel_engine::{LogEntry, QueuedPromptKind, RunStatus, ToolCallStatus};
 use reel_proto::{Any, chat::UsageInfo};
 
 /// The whole session, up to the last ordinal folded in.
@@ -54,6 +54,11 @@ pub enum Block {
     Retry(String),
     /// Something the run warned about (a required tool call the model did not make).
     Warning(String),
+    /// A user message steered into the running run: the model saw it here.
+    Steer(String),
+    /// Something that happened to the session, not said by anyone: the context was compacted,
+    /// a queued prompt was dropped.
+    Marker(String),
 }
 
 #[derive(Debug, Default)]
@@ -126,6 +131,28 @@ impl Transcript {
             Any::ChatRunWarning(w) => {
                 let warning = format!("warning: {}", w.message);
                 self.current().blocks.push(Block::Warning(warning));
+            }
+            Any::ChatPromptDelivered(d) if d.kind == QueuedPromptKind::Steer.as_str() => {
+                self.current().blocks.push(Block::Steer(d.prompt.clone()))
+            }
+            Any::ChatPromptDropped(d) => {
+                let marker = format!(
+                    "a queued {} was dropped ({})",
+                    d.kind.replace('_', "-"),
+                    d.reason
+                );
+                self.current().blocks.push(Block::Marker(marker));
+            }
+            Any::ChatContextCompacted(c) => {
+                let marker = format!(
+                    "context compacted: {} messages (ordinals {}-{}) replaced by a summary, about {} -> {} tokens",
+                    c.messages_replaced,
+                    c.first_ordinal,
+                    c.last_ordinal,
+                    c.tokens_before,
+                    c.tokens_after
+                );
+                self.current().blocks.push(Block::Marker(marker));
             }
             Any::ChatProviderCallRetrying(r) => {
                 let reason = format!("retry {} after {} ms: {}", r.attempt, r.delay_ms, r.reason);

@@ -93,7 +93,10 @@ pub fn render(
                 Block::Text(text) => {
                     writeln!(out, "{} {}", paint.bold("Assistant:"), printable(text))?;
                 }
-                Block::Retry(reason) => writeln!(out, "{}", paint.dim(&printable(reason)))?,
+                Block::Retry(reason) | Block::Marker(reason) => {
+                    writeln!(out, "{}", paint.dim(&printable(reason)))?
+                }
+                Block::Steer(text) => writeln!(out, "{} {}", paint.user("You:"), printable(text))?,
                 Block::Warning(warning) => writeln!(out, "{}", paint.error(&printable(warning)))?,
                 Block::Tool(tool) => {
                     let call = format!(

@@ -7,8 +7,17 @@
 //!
 //! * `submit`: a run; its ui events, a snapshot of the entities the run created or changed, and
 //!   `done` (`ok`, `failed` or `stopped`).
+//! * `followUp`: queued while a submit runs (`ChatPromptQueued`) and started when it ends, as a
+//!   submit with its own frames and `done`; with nothing running, a submit. When the input
+//!   ends the queue still runs (a conversation can be piped in at once); a `shutdown` or a
+//!   signal drops it (`ChatPromptDropped`, each follow-up's `done` `stopped`).
+//! * `steer`: delivered into the running submit at its next model call (`ChatPromptDelivered`),
+//!   or one more call when the model was finishing; its own `done` `ok` at once.
+//! * `compact`: compacts the model context now (a summarization call and
+//!   `ChatContextCompacted`), `done` when it is on the log.
 //! * `cancel`: its own `done` `ok`, then the running submit ends with `ChatRunStopped` and `done`
-//!   `stopped`; with nothing running, `no_active_request`.
+//!   `stopped`, and the next follow-up starts; `clearQueue` drops the queue first. With nothing
+//!   running, `no_active_request`.
 //! * `snapshot`: a snapshot and `done` `ok`, at once, also while a submit runs.
 //! * `tool_result`: the answer to a `client` tool call of the running submit; its own `done`
 //!   `ok`, and the run goes on with the result. An id no client call waits for gets
@@ -20,17 +29,18 @@
 
 use std::sync::Arc;
 
-use reel_proto::rpc::{self, RpcRequestLine, rpc_request_line::Request};
+use reel_proto::rpc::RpcRequestLine;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    id::{check_request_id, check_session_id, new_id},
+    budget::Budgets,
+    compaction::ContextPolicy,
     provider::{ModelSettings, Provider},
-    run::{ActiveRun, RunEvent, RunFailure, RunOutcome, RunRequest},
+    run::{ActiveRun, RunEvent, RunFailure, RunOutcome},
     session::Session,
-    tools::{ToolOutput, Toolbox},
-    vocabulary::{DoneStatus, ErrorCode},
+    tools::Toolbox,
+    vocabulary::{DoneStatus, DropReason, ErrorCode, QueuedPromptKind},
 };
 
 /// What the request reader hands the server.
@@ -73,7 +83,11 @@ pub struct ServeConfig<'a> {
     pub system_prompt: Option<String>,
     pub settings: ModelSettings,
     pub tools: &'a Toolbox,
+    pub budgets: Budgets,
+    pub context_policy: ContextPolicy,
 }
+
+mod request;
 
 /// Serves `session` until the input ends, a shutdown request, a read failure or `interrupt`.
 pub async fn serve(
@@ -137,6 +151,13 @@ impl<'a> Server<'a> {
                             .await
                     }
                 }
+                // Queued follow-ups will not run: their requests are owed a done.
+                for queued in self.session.timeline().queued_prompts().to_vec() {
+                    if queued.is(QueuedPromptKind::FollowUp) {
+                        let rid: Arc<str> = Arc::from(queued.request_id.as_str());
+                        self.session.emit_done(&rid, DoneStatus::Failed).await;
+                    }
+                }
                 return ServeEnd::StorageFailed;
             }
             if interrupt.is_cancelled() {
@@ -153,7 +174,7 @@ impl<'a> Server<'a> {
                 {
                     match self.handle(message).await {
                         Next::Continue => {}
-                        Next::Drain(shutdown) => draining = Some(self.stop_reading(shutdown)),
+                        Next::Drain(shutdown) => draining = Some(self.stop_reading(shutdown).await),
                         Next::End(end) => return end,
                     }
                     continue;
@@ -168,10 +189,10 @@ impl<'a> Server<'a> {
                 biased;
                 () = interrupt.cancelled() => {}
                 message = incoming.recv(), if draining.is_none() => match message {
-                    None => draining = Some(self.stop_reading(None)),
+                    None => draining = Some(self.stop_reading(None).await),
                     Some(message) => match self.handle(message).await {
                         Next::Continue => {}
-                        Next::Drain(shutdown) => draining = Some(self.stop_reading(shutdown)),
+                        Next::Drain(shutdown) => draining = Some(self.stop_reading(shutdown).await),
                         Next::End(end) => return end,
                     },
                 },
@@ -182,11 +203,57 @@ impl<'a> Server<'a> {
 
     /// No more requests will be read: a client tool call still waiting can never be answered,
     /// so it fails now instead of at its timeout.
-    fn stop_reading(&mut self, shutdown: Option<Arc<str>>) -> Option<Arc<str>> {
+    async fn stop_reading(&mut self, shutdown: Option<Arc<str>>) -> Option<Arc<str>> {
         if let Some(run) = self.active.as_mut() {
             run.abandon_client_tools();
         }
+        // A shutdown ends the session after the running submit: the queue does not run. At the
+        // end of input it does (that is how a conversation is piped in).
+        if let Some(rid) = &shutdown {
+            self.drop_queue(rid, DropReason::Shutdown).await;
+        }
         shutdown
+    }
+
+    /// Drops every queued prompt, while answering request `rid`; each follow-up's request gets
+    /// done `stopped`.
+    async fn drop_queue(&mut self, rid: &Arc<str>, reason: DropReason) {
+        for queued in self.session.drop_queued(rid, None, reason).await {
+            if queued.is(QueuedPromptKind::FollowUp) {
+                let rid: Arc<str> = Arc::from(queued.request_id.as_str());
+                self.session.emit_done(&rid, DoneStatus::Stopped).await;
+            }
+        }
+    }
+
+    /// The running submit has ended: the oldest queued follow-up starts, unless the session's
+    /// budget is spent (then every follow-up is dropped and refused).
+    async fn start_next_follow_up(&mut self) {
+        if self.active.is_some() {
+            return;
+        }
+        let Some(next) = self.session.next_follow_up() else {
+            return;
+        };
+        if let Some(message) = self.session_budget_spent() {
+            let none: Arc<str> = Arc::from("");
+            let dropped = self
+                .session
+                .drop_queued(
+                    &none,
+                    Some(QueuedPromptKind::FollowUp),
+                    DropReason::BudgetExceeded,
+                )
+                .await;
+            for queued in dropped {
+                let rid: Arc<str> = Arc::from(queued.request_id.as_str());
+                self.refuse(&rid, ErrorCode::BudgetExceeded, &message).await;
+            }
+            return;
+        }
+        self.session.deliver_follow_up(&next).await;
+        self.start_prompt(Arc::from(next.request_id.as_str()), next.prompt)
+            .await;
     }
 
     /// Records one event of the running submit; answers the submit when its run has ended.
@@ -195,6 +262,12 @@ impl<'a> Server<'a> {
         if let Some(outcome) = self.session.step(run, event).await {
             let run = self.active.take().expect("a run is active");
             self.answer_submit(&run, &outcome).await;
+            if !self.session.storage_failed() {
+                self.start_next_follow_up().await;
+            }
+            if self.active.is_none() {
+                self.session.settle();
+            }
         }
     }
 
@@ -220,14 +293,21 @@ impl<'a> Server<'a> {
         self.session.emit_done(rid, outcome.done_status()).await;
     }
 
+    /// Stops the running submit; the next follow-up, if one is queued, starts.
     async fn stop_active(&mut self) {
         if let Some(mut run) = self.active.take() {
             let outcome = self.session.stop_run(&mut run).await;
             self.answer_submit(&run, &outcome).await;
         }
+        self.start_next_follow_up().await;
+        if self.active.is_none() {
+            self.session.settle();
+        }
     }
 
     async fn interrupted(&mut self, shutdown: Option<Arc<str>>) -> ServeEnd {
+        let rid = shutdown.clone().unwrap_or_else(|| Arc::from(""));
+        self.drop_queue(&rid, DropReason::Shutdown).await;
         self.stop_active().await;
         if let Some(rid) = shutdown {
             self.session.emit_done(&rid, DoneStatus::Shutdown).await;
@@ -264,142 +344,12 @@ impl<'a> Server<'a> {
                 self.session
                     .emit_error(&rid, ErrorCode::StdinReadFailed, &message, true)
                     .await;
+                self.drop_queue(&rid, DropReason::Shutdown).await;
                 self.stop_active().await;
                 Next::End(ServeEnd::ReadFailed)
             }
             Incoming::Request(line) => self.request(line).await,
         }
-    }
-
-    async fn request(&mut self, line: RpcRequestLine) -> Next {
-        if let Err(error) = check_request_id(&line.request_id) {
-            // An id over the limit is not an id: it is never echoed, and no done can name it.
-            let none: Arc<str> = Arc::from("");
-            self.session
-                .emit_error(
-                    &none,
-                    ErrorCode::InvalidRequestId,
-                    &error.to_string(),
-                    false,
-                )
-                .await;
-            return Next::Continue;
-        }
-        let rid: Arc<str> = if line.request_id.is_empty() {
-            Arc::from(new_id())
-        } else {
-            Arc::from(line.request_id)
-        };
-        if line.version != 0 && line.version != rpc::PROTOCOL_VERSION {
-            let message = format!(
-                "protocol version {} is not spoken here (this server speaks version {})",
-                line.version,
-                rpc::PROTOCOL_VERSION
-            );
-            return self
-                .refuse(&rid, ErrorCode::UnsupportedVersion, &message)
-                .await;
-        }
-        if !line.session_id.is_empty()
-            && let Err(error) = check_session_id(&line.session_id)
-        {
-            return self
-                .refuse(&rid, ErrorCode::InvalidSessionId, &error.to_string())
-                .await;
-        }
-        let other_session = !line.session_id.is_empty() && line.session_id != self.session.id();
-        let fixed = self.bound || self.config.id_fixed;
-        if other_session && (fixed || !self.session.bind_id(&line.session_id)) {
-            let message = format!(
-                "this process serves session {:?}, not {:?}; start another process for another session",
-                self.session.id(),
-                line.session_id
-            );
-            return self
-                .refuse(&rid, ErrorCode::SessionMismatch, &message)
-                .await;
-        }
-        self.bound = true;
-        match line.request {
-            Some(Request::Submit(submit)) => {
-                if submit.prompt.trim().is_empty() {
-                    return self
-                        .refuse(&rid, ErrorCode::EmptyPrompt, "the prompt is empty")
-                        .await;
-                }
-                if let Some(run) = &self.active {
-                    let message = format!(
-                        "request {:?} is still running; wait for its done",
-                        run.request_id()
-                    );
-                    return self.refuse(&rid, ErrorCode::SessionBusy, &message).await;
-                }
-                let request = RunRequest {
-                    request_id: rid,
-                    prompt: submit.prompt,
-                    system_prompt: self.config.system_prompt.clone(),
-                    settings: self.config.settings.clone(),
-                    provider: self.config.provider,
-                    tools: self.config.tools,
-                    tool_client: true,
-                };
-                self.active = Some(self.session.start_run(request).await);
-                Next::Continue
-            }
-            Some(Request::Cancel(_)) => {
-                if self.active.is_none() {
-                    return self
-                        .refuse(
-                            &rid,
-                            ErrorCode::NoActiveRequest,
-                            "there is no running submit to cancel",
-                        )
-                        .await;
-                }
-                self.session.emit_done(&rid, DoneStatus::Ok).await;
-                self.stop_active().await;
-                Next::Continue
-            }
-            Some(Request::Snapshot(_)) => {
-                self.session.emit_snapshot(&rid).await;
-                self.session.emit_done(&rid, DoneStatus::Ok).await;
-                Next::Continue
-            }
-            Some(Request::ToolResult(answer)) => {
-                let output = ToolOutput {
-                    result: answer.result,
-                    is_error: answer.is_error,
-                };
-                let taken = self
-                    .active
-                    .as_mut()
-                    .is_some_and(|run| run.answer_client_tool(&answer.tool_call_id, output));
-                if !taken {
-                    let message = format!(
-                        "no client tool call {:?} is waiting for a result",
-                        answer.tool_call_id
-                    );
-                    return self
-                        .refuse(&rid, ErrorCode::UnknownToolCall, &message)
-                        .await;
-                }
-                self.session.emit_done(&rid, DoneStatus::Ok).await;
-                Next::Continue
-            }
-            Some(Request::Shutdown(_)) => Next::Drain(Some(rid)),
-            None => {
-                let message = "the request names no known kind (submit, cancel, snapshot, \
-                               tool_result, shutdown)";
-                self.refuse(&rid, ErrorCode::UnknownRequest, message).await
-            }
-        }
-    }
-
-    /// Answers a request that cannot be taken: a non-terminal error and done `failed`.
-    async fn refuse(&mut self, rid: &Arc<str>, code: ErrorCode, message: &str) -> Next {
-        self.session.emit_error(rid, code, message, false).await;
-        self.session.emit_done(rid, DoneStatus::Failed).await;
-        Next::Continue
     }
 }
 

@@ -1,0 +1,240 @@
+//! What a `run-command` needs before its session starts: the provider the flags and the
+//! command file choose, its settings, the tools, the budgets and the context policy.
+
+use anyhow::{Context, bail};
+use reel_engine::{
+    AnthropicProvider, Budget, Budgets, ContextPolicy, HttpConfig, ModelSettings, OpenAiProvider,
+    Provider, Script, ScriptedProvider, Toolbox,
+};
+
+use crate::{
+    cli::{Invocation, ProviderName, RunCommandArgs},
+    command_file::ProviderDefaults,
+    same_file::InUse,
+};
+
+/// What a run needs once the command file is understood.
+pub struct Prepared {
+    pub prompt: String,
+    pub system_prompt: Option<String>,
+    pub provider: Box<dyn Provider>,
+    pub settings: ModelSettings,
+    pub tools: Toolbox,
+    /// Files the command reads (command file, script, tool programs), which no output may
+    /// overwrite.
+    pub reads: Vec<InUse>,
+    pub budgets: Budgets,
+    pub context_policy: ContextPolicy,
+}
+
+/// How the HTTP provider the flags and the command file describe is reached. The API key is
+/// read from an environment variable only, and goes nowhere but the request's key header.
+fn http_config(
+    args: &RunCommandArgs,
+    defaults: &ProviderDefaults,
+    provider: ProviderName,
+    default_base_url: &str,
+) -> HttpConfig {
+    let key_variable = key_variable(args, defaults, provider);
+    let mut config = HttpConfig {
+        api_key: std::env::var(&key_variable)
+            .ok()
+            .filter(|key| !key.is_empty()),
+        ..HttpConfig::new(default_base_url)
+    };
+    if let Some(url) = args.base_url.clone().or_else(|| defaults.base_url.clone()) {
+        config.base_url = url;
+    }
+    if let Some(ms) = args.timeout_ms.or(defaults.timeout_ms) {
+        config.idle_timeout = std::time::Duration::from_millis(ms);
+    }
+    if config.api_key.is_none() {
+        tracing::info!(
+            "{key_variable} is not set: calling {} without an API key",
+            config.secrets().shown_url(&config.base_url)
+        );
+    }
+    config
+}
+
+/// Extended thinking is Anthropic's, and its API refuses it together with a set temperature,
+/// a forced tool call, or a reply limit no larger than the thinking budget: say so before any
+/// call is made.
+fn check_thinking(
+    settings: &ModelSettings,
+    provider: ProviderName,
+    tool_choice: reel_engine::ToolChoice,
+) -> anyhow::Result<()> {
+    let Some(budget) = settings.thinking_budget else {
+        return Ok(());
+    };
+    if provider != ProviderName::Anthropic {
+        bail!("a thinking budget is for the anthropic provider (extended thinking)");
+    }
+    if budget < 1024 {
+        return Err(anyhow::anyhow!(
+            "the thinking budget is {budget} tokens; Anthropic's minimum is 1024"
+        ));
+    }
+    if settings.temperature.is_some() {
+        bail!(
+            "extended thinking cannot be combined with a temperature (Anthropic's rule): leave one out"
+        );
+    }
+    if tool_choice == reel_engine::ToolChoice::Required {
+        bail!("extended thinking cannot be combined with tool_choice: required (Anthropic's rule)");
+    }
+    let max_tokens = settings.max_tokens.unwrap_or(4096);
+    if max_tokens <= budget {
+        return Err(anyhow::anyhow!(
+            "max_tokens ({max_tokens}) must be larger than the thinking budget ({budget}): it counts the thinking too"
+        ));
+    }
+    Ok(())
+}
+
+/// The environment variable that holds the provider's API key.
+pub fn key_variable(
+    args: &RunCommandArgs,
+    defaults: &ProviderDefaults,
+    provider: ProviderName,
+) -> String {
+    let default = match provider {
+        ProviderName::Anthropic => "ANTHROPIC_API_KEY",
+        _ => "OPENAI_API_KEY",
+    };
+    args.api_key_env
+        .clone()
+        .or_else(|| defaults.api_key_env.clone())
+        .unwrap_or_else(|| default.into())
+}
+
+pub fn prepare(invocation: &Invocation) -> anyhow::Result<Prepared> {
+    let command = invocation
+        .command
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let args = &invocation.args;
+    let prompt = command
+        .render_prompt(&invocation.variables)
+        .context("prompt")?;
+    let defaults = &command.provider;
+    let provider_name = match (args.provider, defaults.name.as_deref()) {
+        (Some(name), _) => name,
+        (None, None | Some("scripted")) => ProviderName::Scripted,
+        (None, Some("openai")) => ProviderName::Openai,
+        (None, Some("anthropic")) => ProviderName::Anthropic,
+        (None, Some(other)) => {
+            return Err(anyhow::anyhow!(
+                "the command file asks for provider {other:?}, which this build does not have (available: scripted, openai, anthropic)"
+            ));
+        }
+    };
+    let script_path = match (&args.script, &defaults.script) {
+        (Some(path), _) => Some(path.clone()),
+        (None, Some(path)) => Some(command.resolve(path)),
+        (None, None) => None,
+    };
+    let provider: Box<dyn Provider> = match provider_name {
+        ProviderName::Scripted => match &script_path {
+            Some(path) => Box::new(ScriptedProvider::new(Script::load(path)?)),
+            None => Box::new(ScriptedProvider::echo()),
+        },
+        ProviderName::Openai => {
+            let config = http_config(
+                args,
+                defaults,
+                provider_name,
+                OpenAiProvider::DEFAULT_BASE_URL,
+            );
+            Box::new(OpenAiProvider::new(config)?)
+        }
+        ProviderName::Anthropic => {
+            let config = http_config(
+                args,
+                defaults,
+                provider_name,
+                AnthropicProvider::DEFAULT_BASE_URL,
+            );
+            Box::new(AnthropicProvider::new(config)?)
+        }
+    };
+    let settings = ModelSettings {
+        model: args
+            .model
+            .clone()
+            .or_else(|| defaults.model.clone())
+            .unwrap_or_default(),
+        temperature: args.temperature.or(defaults.temperature),
+        max_tokens: args.max_tokens.or(defaults.max_tokens),
+        max_tokens_field: defaults.max_tokens_field,
+        thinking_budget: args.thinking_budget.or(defaults.thinking_budget_tokens),
+        pricing: defaults.pricing,
+        stop: defaults.stop.clone(),
+        tool_call_prefill: defaults.tool_call_prefill.clone(),
+    };
+    check_thinking(&settings, provider_name, command.tool_choice)?;
+    // Tools never see the API key, whichever provider runs.
+    let key = key_variable(args, defaults, provider_name);
+    let tools = crate::toolbox::build(command, args.max_iterations, &key)?;
+    let mut reads = vec![InUse::new(&args.command_file, "the command file")];
+    reads.extend(script_path.map(|path| InUse::new(path, "the script")));
+    reads.extend(
+        crate::toolbox::programs(command)
+            .into_iter()
+            .map(|(name, program)| InUse::new(program, format!("tool {name}'s program"))),
+    );
+    let settings_pricing = settings.pricing.is_some();
+    let mut context_policy = command.context.clone();
+    if let Some(window) = args.context_window {
+        context_policy.window_tokens = Some(window);
+    }
+    Ok(Prepared {
+        prompt,
+        system_prompt: command.system_prompt.clone(),
+        provider,
+        settings,
+        tools,
+        reads,
+        budgets: budgets(args, command.budget, settings_pricing)?,
+        context_policy,
+    })
+}
+
+/// The command file's budgets with the flags' run limits over them.
+fn budgets(args: &RunCommandArgs, mut budgets: Budgets, priced: bool) -> anyhow::Result<Budgets> {
+    let run = &mut budgets.run;
+    run.max_model_calls = args.max_model_calls.or(run.max_model_calls);
+    run.max_input_tokens = args.max_input_tokens.or(run.max_input_tokens);
+    run.max_output_tokens = args.max_output_tokens.or(run.max_output_tokens);
+    run.max_cost_usd = args.max_cost_usd.or(run.max_cost_usd);
+    for (scope, budget) in [("run", &budgets.run), ("session", &budgets.session)] {
+        check_budget(scope, budget)?;
+        if budget.max_cost_usd.is_some() && !priced {
+            bail!(
+                "budget.{scope}.max_cost_usd needs the prices to count with: add provider.pricing \
+                 (input_per_mtok, output_per_mtok) to the command file"
+            );
+        }
+    }
+    Ok(budgets)
+}
+
+fn check_budget(scope: &str, budget: &Budget) -> anyhow::Result<()> {
+    let zero = [
+        ("max_model_calls", budget.max_model_calls == Some(0)),
+        ("max_input_tokens", budget.max_input_tokens == Some(0)),
+        ("max_output_tokens", budget.max_output_tokens == Some(0)),
+    ];
+    if let Some((limit, _)) = zero.iter().find(|(_, zero)| *zero) {
+        bail!(
+            "budget.{scope}.{limit} is 0: no model call could be made (leave it out for no limit)"
+        );
+    }
+    if let Some(cost) = budget.max_cost_usd
+        && !(cost.is_finite() && cost > 0.0)
+    {
+        bail!("budget.{scope}.max_cost_usd is {cost}; it must be a positive number of US dollars");
+    }
+    Ok(())
+}
