@@ -102,8 +102,11 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
             let mut state = SessionState::default();
             let mut log = EventLog::new();
             if let Some(turn) = turn {
-                state.context =
-                    reel_engine::ModelContextProjection::from_turn(turn.context, turn.model_calls);
+                state.context = reel_engine::ModelContextProjection::from_turn(
+                    turn.context,
+                    turn.model_calls,
+                    turn.last_ordinal,
+                );
                 state.usage = reel_engine::UsageProjection::from_session_total(
                     turn.session_usage,
                     turn.model_calls,

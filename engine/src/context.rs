@@ -182,11 +182,22 @@ impl ModelContextProjection {
         }
     }
 
-    /// A projection that starts from a stored conversation (a turn), as if its log had been
-    /// folded: resuming from a turns database, which keeps no log.
-    pub fn from_turn(messages: Vec<Arc<ContextMessage>>, calls: u64) -> Self {
+    /// A projection that starts from a stored conversation (a turn whose last event was
+    /// `last_ordinal`), as if its log had been folded: resuming from a turns database, which
+    /// keeps no log. Messages an older reel stored without their ordinal take the turn's, so a
+    /// compaction never cuts away what it should keep.
+    pub fn from_turn(messages: Vec<Arc<ContextMessage>>, calls: u64, last_ordinal: u64) -> Self {
+        let messages = messages
+            .into_iter()
+            .map(|mut message| {
+                if message.ordinal == 0 {
+                    Arc::make_mut(&mut message).ordinal = last_ordinal;
+                }
+                message
+            })
+            .collect();
         Self {
-            messages: messages.into_iter().collect(),
+            messages,
             calls,
             ..Self::default()
         }

@@ -25,7 +25,8 @@ use crate::{
     timeline::TimelineProjection,
     usage::UsageProjection,
     vocabulary::{
-        DoneStatus, DropReason, ErrorCode, FinishClass, RunStatus, ToolCallStatus, ToolResultStatus,
+        DoneStatus, DropReason, ErrorCode, FinishClass, QueuedPromptKind, RunStatus,
+        ToolCallStatus, ToolResultStatus,
     },
 };
 
@@ -105,9 +106,14 @@ impl Session {
     /// result get an error result first. Returns whether there was one.
     pub async fn close_interrupted_run(&mut self, request_id: &Arc<str>) -> bool {
         // Prompts queued for the dead process never reached the model, and never will: a
-        // follow-up is not run silently by another process.
-        self.drop_queued(request_id, None, DropReason::Interrupted)
+        // follow-up is not run silently by another process. Its request ends here, stopped.
+        let dropped = self
+            .drop_queued(request_id, None, DropReason::Interrupted)
             .await;
+        for queued in dropped.iter().filter(|q| q.is(QueuedPromptKind::FollowUp)) {
+            let rid: Arc<str> = Arc::from(queued.request_id.as_str());
+            self.emit_done(&rid, DoneStatus::Stopped).await;
+        }
         let Some(run) = self.timeline.open_run().cloned() else {
             // A compaction asked for between runs may have died in its summarization call.
             if let Some(correlation) = self.timeline.open_call().cloned() {

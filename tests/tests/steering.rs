@@ -260,6 +260,14 @@ fn a_queue_left_by_a_killed_process_is_marked_dropped_on_resume() {
         dropped.line.request_id, "f1",
         "stamped with the request that sent it"
     );
+    let f1_done = frames
+        .iter()
+        .find(|f| f.line.request_id == "f1" && f.done_status().is_some());
+    assert_eq!(
+        f1_done.and_then(FrameLine::done_status),
+        Some("stopped"),
+        "its request ends"
+    );
     assert!(
         frames
             .iter()
