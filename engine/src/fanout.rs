@@ -277,6 +277,7 @@ mod tests {
             kind: OutputKind::Event(Arc::new(CommittedEvent {
                 entry,
                 ui_events: Vec::new(),
+                context: None,
             })),
         }
     }

@@ -11,7 +11,7 @@ use reel_proto::{
     rpc::{self, DoneFrame, ErrorFrame, HelloFrame, SnapshotFrame, UiEventFrame},
 };
 
-use crate::log::LogEntry;
+use crate::{context::ModelContextProjection, log::LogEntry};
 
 /// What every reel stream offers; hello lists these first.
 const BASE_CAPABILITIES: [&str; 3] = ["ui-events", "snapshot", "done"];
@@ -36,6 +36,10 @@ pub fn hello_frame(extra: &[&str]) -> HelloFrame {
 pub struct CommittedEvent {
     pub entry: Arc<LogEntry>,
     pub ui_events: Vec<UiEventFrame>,
+    /// The model context right after this event, on the events after which a durable sink may
+    /// snapshot the projections (a run's end, a compaction): an O(1) clone of the session's,
+    /// sharing its messages, so that sink need not fold (and hold) a copy of its own.
+    pub context: Option<ModelContextProjection>,
 }
 
 /// One item of a session's output stream.

@@ -210,11 +210,21 @@ impl Session {
         self.context.apply(&entry);
         self.usage.apply(&entry);
         let ordinal = entry.ordinal;
-        self.emit(
-            request_id,
-            OutputKind::Event(Arc::new(CommittedEvent { entry, ui_events })),
-        )
-        .await;
+        let settled = matches!(
+            entry.event,
+            Any::ChatRunFinished(_)
+                | Any::ChatRunStopped(_)
+                | Any::ChatRunFailed(_)
+                | Any::ChatContextCompacted(_)
+        );
+        let context = settled.then(|| self.context.clone());
+        let committed = CommittedEvent {
+            entry,
+            ui_events,
+            context,
+        };
+        self.emit(request_id, OutputKind::Event(Arc::new(committed)))
+            .await;
         ordinal
     }
 

@@ -118,6 +118,7 @@ impl StoredStream {
                 self.output(OutputKind::Event(Arc::new(CommittedEvent {
                     entry,
                     ui_events,
+                    context: None,
                 })))
             })
             .collect())

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use reel_engine::{
     Acks, Commit, Durability, LEASE_HEARTBEAT, LogEntry, LogStore, OutputBatch, OutputKind,
-    SessionState, Sink, SinkError, session_title,
+    Projection, SessionState, Sink, SinkError, session_title,
 };
 use reel_proto::Any;
 use tokio::sync::mpsc;
@@ -32,8 +32,11 @@ pub struct TimelineDbSink<S> {
     session_id: String,
     /// The ordinal stored when the sink starts (a resumed session's).
     stored: u64,
-    /// The projections as of the newest event received.
+    /// The timeline and usage as of the newest event received, and the model context as of
+    /// `context_ordinal`: the session hands it over at run ends (an O(1) clone sharing its
+    /// messages), so this sink holds no second copy of the conversation.
     state: SessionState,
+    context_ordinal: u64,
     /// The ordinal the stored entities are as of.
     entities_ordinal: u64,
     /// The ordinal of the newest stored snapshot.
@@ -56,6 +59,7 @@ impl<S: LogStore> TimelineDbSink<S> {
             session_id: session_id.into(),
             stored: ordinal,
             state,
+            context_ordinal: ordinal,
             entities_ordinal,
             snapshot_ordinal: ordinal,
             title_known: ordinal > 0,
@@ -74,7 +78,12 @@ impl<S: LogStore> TimelineDbSink<S> {
             match &output.kind {
                 OutputKind::Event(committed) => {
                     let entry = &committed.entry;
-                    self.state.apply(entry);
+                    self.state.timeline.apply(entry);
+                    self.state.usage.apply(entry);
+                    if let Some(context) = &committed.context {
+                        self.state.context = context.clone();
+                        self.context_ordinal = entry.ordinal;
+                    }
                     match &entry.event {
                         Any::ChatUserMessageAccepted(m) if !self.title_known => {
                             *title = Some(session_title(&m.text));
@@ -120,7 +129,9 @@ impl<S: LogStore> TimelineDbSink<S> {
             commit.entities_ordinal = Some(ordinal);
         }
         let since_snapshot = ordinal - self.snapshot_ordinal;
-        if since_snapshot >= SNAPSHOT_EVERY.max(ordinal / SNAPSHOT_FRACTION) {
+        // A snapshot is taken where the context is known: at a run's end or a compaction.
+        let context_known = self.context_ordinal == ordinal;
+        if context_known && since_snapshot >= SNAPSHOT_EVERY.max(ordinal / SNAPSHOT_FRACTION) {
             let state =
                 serde_json::to_string(&self.state).map_err(|e| SinkError::Encode(e.to_string()))?;
             commit.snapshot = Some((ordinal, state));
