@@ -161,6 +161,9 @@ fn outputs(args: &crate::cli::RunCommandArgs) -> (Fanout, Vec<&'static str>) {
             "multi-turn",
             "cancel",
             "client-tools",
+            "steer",
+            "follow-up",
+            "compact",
         ]);
     }
     if args.include_backend_events {

@@ -4,7 +4,9 @@
 
 use std::io::{self, Write};
 
-use reel_engine::{Acks, DoneStatus, Output, OutputBatch, OutputKind, Sink, SinkError};
+use reel_engine::{
+    Acks, DoneStatus, Output, OutputBatch, OutputKind, QueuedPromptKind, Sink, SinkError,
+};
 use reel_proto::{Any, rpc::UiEventFrame};
 use tokio::sync::mpsc;
 
@@ -90,6 +92,17 @@ impl<W: Write + Send + 'static> FollowTextSink<W> {
                 self.paint.user("You:"),
                 printable(&m.text)
             )),
+            Any::ChatPromptDelivered(d) if d.kind == QueuedPromptKind::Steer.as_str() => {
+                self.line(&format!(
+                    "\n{} {}",
+                    self.paint.user("You (steering):"),
+                    printable(&d.prompt)
+                ))
+            }
+            Any::ChatContextCompacted(c) => self.line(&self.paint.dim(&format!(
+                "── context compacted: {} messages summarized, about {} -> {} tokens",
+                c.messages_replaced, c.tokens_before, c.tokens_after
+            ))),
             Any::ChatTextSegmentStarted(s) if s.role == "assistant" => {
                 self.end_line()?;
                 write!(self.out, "{} ", self.paint.bold("Assistant:"))?;

@@ -127,6 +127,10 @@ impl<S: LogStore> TimelineDbSink<S> {
                 .snapshot_since(self.entities_ordinal)
                 .entities;
             commit.entities_ordinal = Some(ordinal);
+            // This commit stores every entity, so the ones nothing can change any more need
+            // not stay in memory, nor go into the snapshot it may carry (which then stays
+            // small). Should the commit fail, the sink fails for good: nothing is lost.
+            self.state.timeline.evict_settled();
         }
         let since_snapshot = ordinal - self.snapshot_ordinal;
         // A snapshot is taken where the context is known: at a run's end or a compaction.
@@ -142,9 +146,6 @@ impl<S: LogStore> TimelineDbSink<S> {
             .map_err(SinkError::from)?;
         if materialize {
             self.entities_ordinal = ordinal;
-            // The store has every entity now: the ones nothing can change any more need not
-            // stay in memory (nor in the next snapshot, which then stays small).
-            self.state.timeline.evict_settled();
         }
         if commit.snapshot.is_some() {
             self.snapshot_ordinal = ordinal;

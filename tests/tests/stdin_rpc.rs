@@ -66,6 +66,9 @@ fn a_three_turn_conversation_gives_each_turn_the_whole_conversation() {
                 "multi-turn",
                 "cancel",
                 "client-tools",
+                "steer",
+                "follow-up",
+                "compact",
             ] {
                 assert!(
                     h.capabilities.iter().any(|c| c == capability),
