@@ -55,9 +55,14 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
         Some(location) => Some(open_timeline(location, Access::ReadWrite).await?),
         None => None,
     };
-    let mut turns = match &turns_at {
-        Some(location) => Some(open_timeline(location, Access::ReadWrite).await?),
-        None => None,
+    let mut turns = match (&turns_at, &timeline) {
+        // The same SQLite file for both: a second connection beside the first, never a second
+        // open (which looks at the file and, closing it, drops the first connection's locks).
+        (Some(location), Some(store)) if same_sqlite_file(location, timeline_at.as_ref()) => {
+            Some(store.sibling().await?)
+        }
+        (Some(location), _) => Some(open_timeline(location, Access::ReadWrite).await?),
+        (None, _) => None,
     };
     let shown = timeline_at
         .as_ref()
@@ -137,6 +142,19 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
         log,
         entities_ordinal,
     }))
+}
+
+/// Whether `location` and `other` are one SQLite file (by its resolved path: resolving looks
+/// the file up without opening it).
+fn same_sqlite_file(location: &Location, other: Option<&Location>) -> bool {
+    let resolved = |at: &Location| match at {
+        Location::Sqlite(path) => std::fs::canonicalize(path).ok(),
+        Location::Postgres(_) => None,
+    };
+    match (resolved(location), other.and_then(resolved)) {
+        (Some(one), Some(two)) => one == two,
+        _ => false,
+    }
 }
 
 /// Takes the session's lease; with `steal`, also from a process that seems alive, saying so.

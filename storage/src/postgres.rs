@@ -58,6 +58,11 @@ impl PostgresStore {
         Self::connect(&self.dsn, Access::ReadOnly).await
     }
 
+    /// A second read-write connection to the same database.
+    pub async fn sibling(&self) -> Result<Self, StoreError> {
+        Self::connect(&self.dsn, Access::ReadWrite).await
+    }
+
     /// Connects to `dsn` (`postgres://user@host:port/database`). For writing, reel's schema is
     /// created or brought up to date; for reading, it must be there and current, and the
     /// connection refuses writes.

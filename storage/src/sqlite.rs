@@ -58,6 +58,26 @@ impl SqliteStore {
         })
     }
 
+    /// A second read-write connection to the same file, for another store of the same process
+    /// (a turns database kept in the timeline database's file). Like [`Self::reader`] it opens
+    /// only the connection: looking at the file again would drop this connection's locks.
+    pub async fn sibling(&self) -> Result<Self, StoreError> {
+        let conn = SqliteConnectOptions::new()
+            .filename(&self.file)
+            .busy_timeout(BUSY_TIMEOUT)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .connect()
+            .await
+            .map_err(|e| open_error(&self.path, e))?;
+        Ok(Self {
+            conn,
+            path: self.path.clone(),
+            file: self.file.clone(),
+            identity: self.identity,
+        })
+    }
+
     /// Opens the database at `path`. For writing, a missing or empty file becomes a new
     /// database (its folder is created) and reel's own is migrated; for reading, the file must
     /// hold reel's current schema. Anything else is refused and left untouched.

@@ -45,6 +45,16 @@ impl TimelineStore {
     }
 }
 
+impl TimelineStore {
+    /// A second read-write connection to the same database (see [`SqliteStore::sibling`]).
+    pub async fn sibling(&self) -> Result<TimelineStore, StoreError> {
+        match self {
+            TimelineStore::Sqlite(store) => store.sibling().await.map(TimelineStore::Sqlite),
+            TimelineStore::Postgres(store) => store.sibling().await.map(TimelineStore::Postgres),
+        }
+    }
+}
+
 macro_rules! delegate {
     ($self:ident, $store:ident => $call:expr) => {
         match $self {

@@ -213,3 +213,44 @@ fn a_stolen_session_stops_its_old_writer(backend: &Backend) {
 }
 
 on_both_backends!(a_stolen_session_stops_its_old_writer);
+
+/// One SQLite file as both the timeline and the turns database: the second store is a second
+/// connection, not a second open. A second open looked at the file and closed it, which drops
+/// every POSIX lock the process held on it; another program then checkpointed and removed the
+/// WAL under reel, and reel's later writes went to a file nobody else could see.
+#[test]
+fn one_file_as_timeline_and_turns_database_keeps_its_writes_visible() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let path = db.to_str().unwrap();
+    let mut client = reel_tests::RpcClient::start(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--rpc",
+        "--stdin-rpc",
+        "--session-id",
+        "both",
+        "--timeline-db",
+        path,
+        "--turns-db",
+        path,
+    ]);
+    client.send(r#"{"requestId":"a","submit":{"prompt":"hi"}}"#);
+    assert_eq!(client.done_of("a"), "ok");
+    // Another program opens and closes the database while reel holds it.
+    let events = || sqlite(&db, "SELECT count(*) FROM events WHERE session_id = 'both'");
+    let first = events();
+    client.send(r#"{"requestId":"b","submit":{"prompt":"again"}}"#);
+    assert_eq!(client.done_of("b"), "ok");
+    assert_ne!(
+        events(),
+        first,
+        "the second submit's events are visible to another program"
+    );
+    assert_eq!(
+        sqlite(&db, "SELECT count(*) FROM turns WHERE session_id = 'both'"),
+        "[(2,)]"
+    );
+    let (status, _, stderr) = client.finish();
+    assert!(status.success(), "{stderr}");
+}
