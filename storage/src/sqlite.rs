@@ -62,11 +62,7 @@ impl SqliteStore {
     /// (a turns database kept in the timeline database's file). Like [`Self::reader`] it opens
     /// only the connection: looking at the file again would drop this connection's locks.
     pub async fn sibling(&self) -> Result<Self, StoreError> {
-        let conn = SqliteConnectOptions::new()
-            .filename(&self.file)
-            .busy_timeout(BUSY_TIMEOUT)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+        let conn = writing(connect_options(&self.file))
             .connect()
             .await
             .map_err(|e| open_error(&self.path, e))?;
@@ -84,9 +80,6 @@ impl SqliteStore {
     pub async fn open(path: &Path, access: Access) -> Result<Self, StoreError> {
         let shown = path.display().to_string();
         let state = sqlite_file::inspect(path).await?;
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .busy_timeout(BUSY_TIMEOUT);
         let options = match (access, state) {
             (Access::ReadOnly, FileState::Missing) => {
                 return Err(StoreError::NotFound(format!(
@@ -122,10 +115,7 @@ impl SqliteStore {
                         StoreError::database(format!("cannot create the folder of {shown}"), e)
                     })?;
                 }
-                options
-                    .create_if_missing(true)
-                    .journal_mode(SqliteJournalMode::Wal)
-                    .synchronous(SqliteSynchronous::Normal)
+                writing(connect_options(path)).create_if_missing(true)
             }
         };
         let mut conn = options.connect().await.map_err(|e| open_error(&shown, e))?;
@@ -204,6 +194,20 @@ impl SqliteStore {
             }
         }
     }
+}
+
+/// How reel connects to the SQLite file at `path`.
+fn connect_options(path: &Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .busy_timeout(BUSY_TIMEOUT)
+}
+
+/// `options` for a connection that writes: WAL, synced at checkpoints.
+fn writing(options: SqliteConnectOptions) -> SqliteConnectOptions {
+    options
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
 }
 
 fn open_error(path: &str, error: sqlx::Error) -> StoreError {
