@@ -86,6 +86,22 @@ impl Backend {
             id,
         ])
     }
+
+    /// [`Backend::session_client`] continuing the stored session (`--resume`), with `extra`
+    /// flags.
+    pub fn resumed_client(&self, command: &str, id: &str, extra: &[&str]) -> RpcClient {
+        let mut args = vec![
+            "run-command",
+            command,
+            "--rpc",
+            "--stdin-rpc",
+            "--session-id",
+            id,
+            "--resume",
+        ];
+        args.extend(extra);
+        self.client(&args)
+    }
 }
 
 /// A session id no other test run uses (PostgreSQL tables outlive test runs).

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use reel_tests::{FrameLine, RpcClient, assert_request_scoped, parse_frames, write_file};
+use reel_tests::{FrameLine, assert_request_scoped, parse_frames, stored::Backend, write_file};
 
 /// Three model calls if nothing stops them: two tool rounds, then an answer. Each call reports
 /// 100 input and 10 output tokens.
@@ -121,27 +121,15 @@ fn each_kind_of_run_budget_stops_the_run_at_the_right_call() {
 fn a_session_budget_survives_resume_and_refuses_a_submit_once_spent() {
     let dir = tempfile::tempdir().unwrap();
     let command = command(dir.path(), "budget:\n  session: {max_model_calls: 4}\n");
-    let db = dir.path().join("t.db").display().to_string();
-    let args = [
-        "run-command",
-        &command,
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        "b",
-        "--timeline-db",
-        &db,
-    ];
-    let mut client = RpcClient::start(&args);
+    let backend = Backend::Sqlite(dir.path().join("t.db"));
+    let mut client = backend.session_client(&command, "b");
     client.send(r#"{"requestId":"r1","submit":{"prompt":"one"}}"#);
     assert_eq!(client.done_of("r1"), "ok");
     let (status, frames, _) = client.finish();
     assert!(status.success());
     assert_eq!(calls(&frames), 3);
 
-    let mut resumed_args = args.to_vec();
-    resumed_args.push("--resume");
-    let mut resumed = RpcClient::start(&resumed_args);
+    let mut resumed = backend.resumed_client(&command, "b", &[]);
     resumed.send(r#"{"requestId":"r2","submit":{"prompt":"two"}}"#);
     assert_eq!(resumed.done_of("r2"), "ok");
     resumed.send(r#"{"requestId":"r3","submit":{"prompt":"three"}}"#);

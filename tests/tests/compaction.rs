@@ -6,7 +6,9 @@
 
 use std::path::Path;
 
-use reel_tests::{FrameLine, RpcClient, assert_request_scoped, parse_frames, run, write_file};
+use reel_tests::{
+    FrameLine, RpcClient, assert_request_scoped, parse_frames, run, stored::Backend, write_file,
+};
 
 /// A command with a 200-token window compacting at half of it, keeping one turn besides the
 /// current one, playing `script`.
@@ -63,17 +65,8 @@ fn a_small_window_compacts_at_the_expected_turn_and_the_next_request_holds_the_s
     let dir = tempfile::tempdir().unwrap();
     let script = "turns:\n  - - text: A1\n  - - text: A2\n  - - echo_context\n  - - echo_context\nsummary: SUMMARY-OF-TURN-ONE\n";
     let command = command(dir.path(), script, SMALL_WINDOW);
-    let db = dir.path().join("t.db").display().to_string();
-    let mut client = RpcClient::start(&[
-        "run-command",
-        &command,
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        "s",
-        "--timeline-db",
-        &db,
-    ]);
+    let backend = Backend::Sqlite(dir.path().join("t.db"));
+    let mut client = backend.session_client(&command, "s");
     // By reel's estimate turn 1's call carries ~83 tokens and turn 2's ~171 (under the
     // window, and with one turn kept besides the current one there is nothing to compact);
     // turn 3's carries ~184, past the threshold of 100: turn 1 is compacted first.
@@ -121,12 +114,12 @@ fn a_small_window_compacts_at_the_expected_turn_and_the_next_request_holds_the_s
     );
 
     // The timeline and the exports still show every message, and a marker.
-    let markdown = run(&["export", "s", "--format", "markdown", "--timeline-db", &db]);
+    let markdown = backend.run(&["export", "s", "--format", "markdown"]);
     assert!(markdown.status.success());
     let markdown = String::from_utf8(markdown.stdout).unwrap();
     assert!(markdown.contains("alpha0") && markdown.contains("beta0") && markdown.contains("A1"));
     assert!(markdown.contains("compacted"), "{markdown}");
-    let jsonl = run(&["export", "s", "--format", "jsonl", "--timeline-db", &db]);
+    let jsonl = backend.run(&["export", "s", "--format", "jsonl"]);
     let exported = parse_frames(&jsonl.stdout);
     let snapshot = exported
         .iter()
@@ -144,19 +137,7 @@ fn a_small_window_compacts_at_the_expected_turn_and_the_next_request_holds_the_s
 
     // Resume (with a window wide enough not to compact again): the compacted context comes
     // from the log, and no summarization call was needed to rebuild it.
-    let mut resumed = RpcClient::start(&[
-        "run-command",
-        &command,
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        "s",
-        "--resume",
-        "--timeline-db",
-        &db,
-        "--context-window",
-        "100000",
-    ]);
+    let mut resumed = backend.resumed_client(&command, "s", &["--context-window", "100000"]);
     resumed.send(r#"{"requestId":"r4","submit":{"prompt":"and now?"}}"#);
     assert_eq!(resumed.done_of("r4"), "ok");
     let (status, frames, _) = resumed.finish();
@@ -273,18 +254,8 @@ fn kill_9_during_the_summarization_call_then_resume_leaves_a_gap_free_log() {
         script,
         "{window_tokens: 200, compact_at: 0.5, keep_recent_turns: 0}",
     );
-    let db = dir.path().join("t.db").display().to_string();
-    let args = [
-        "run-command",
-        &command,
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        "k",
-        "--timeline-db",
-        &db,
-    ];
-    let mut client = RpcClient::start(&args);
+    let backend = Backend::Sqlite(dir.path().join("t.db"));
+    let mut client = backend.session_client(&command, "k");
     submit_all(&mut client, &[("r1", long_prompt("alpha"))]);
     let line = serde_json::json!({"requestId": "r2", "submit": {"prompt": long_prompt("beta")}});
     client.send(&line.to_string());
@@ -300,9 +271,7 @@ fn kill_9_during_the_summarization_call_then_resume_leaves_a_gap_free_log() {
         .unwrap();
     drop(client);
 
-    let mut resumed_args = args.to_vec();
-    resumed_args.push("--resume");
-    let mut resumed = RpcClient::start(&resumed_args);
+    let mut resumed = backend.resumed_client(&command, "k", &[]);
     resumed.send(r#"{"requestId":"s","snapshot":{}}"#);
     assert_eq!(resumed.done_of("s"), "ok");
     let (status, frames, _) = resumed.finish();
@@ -313,7 +282,7 @@ fn kill_9_during_the_summarization_call_then_resume_leaves_a_gap_free_log() {
         ["ChatProviderCallFinished", "ChatRunFailed"],
         "the interrupted run is closed"
     );
-    let jsonl = run(&["export", "k", "--format", "jsonl", "--timeline-db", &db]);
+    let jsonl = backend.run(&["export", "k", "--format", "jsonl"]);
     let exported = parse_frames(&jsonl.stdout);
     let ordinals: Vec<u64> = exported
         .iter()

@@ -3,7 +3,7 @@
 //! `snapshot` request, a resumed session's first snapshot when the stored snapshot it resumes
 //! from was taken after entities were let go, `tail`, and `verify`.
 
-use reel_tests::{FrameLine, RpcClient, parse_frames, python_sqlite, run, write_file};
+use reel_tests::{FrameLine, parse_frames, python_sqlite, stored::Backend, write_file};
 
 /// A reply of 60,000 deltas (so the database snapshots the state during it), then a short one.
 const SCRIPT: &str =
@@ -36,18 +36,9 @@ fn a_long_session_shows_its_whole_timeline_everywhere() {
         "command.yaml",
         &format!("name: t\ndescription: t\nprompt: unused\nprovider:\n  script: {script}\n"),
     );
-    let db = dir.path().join("t.db").display().to_string();
-    let args = [
-        "run-command",
-        &command,
-        "--rpc",
-        "--stdin-rpc",
-        "--session-id",
-        "long",
-        "--timeline-db",
-        &db,
-    ];
-    let mut client = RpcClient::start(&args);
+    let db = dir.path().join("t.db");
+    let backend = Backend::Sqlite(db.clone());
+    let mut client = backend.session_client(&command, "long");
     for (rid, prompt) in [
         ("r1", "long one"),
         ("r2", "short one"),
@@ -73,13 +64,13 @@ fn a_long_session_shows_its_whole_timeline_everywhere() {
         "import sqlite3, json; c = sqlite3.connect(sys.argv[1]); \
          s = c.execute('SELECT state_json FROM snapshots ORDER BY ordinal DESC LIMIT 1').fetchone()[0]; \
          print(json.loads(s)['timeline'].get('evicted_through', 0))",
-        &[std::ffi::OsStr::new(&db)],
+        &[db.as_os_str()],
     );
     assert!(
         stored.trim().parse::<u64>().unwrap() > 0,
         "the stored snapshot is partial: {stored}"
     );
-    let verified = run(&["verify", "long", "--timeline-db", &db]);
+    let verified = backend.run(&["verify", "long"]);
     let said = String::from_utf8_lossy(&verified.stdout);
     assert!(
         verified.status.success(),
@@ -92,9 +83,7 @@ fn a_long_session_shows_its_whole_timeline_everywhere() {
     );
 
     // Resumed from that snapshot: the first snapshot is whole, and so is the next.
-    let mut resumed_args = args.to_vec();
-    resumed_args.push("--resume");
-    let mut resumed = RpcClient::start(&resumed_args);
+    let mut resumed = backend.resumed_client(&command, "long", &[]);
     resumed.send(r#"{"requestId":"r4","submit":{"prompt":"once more"}}"#);
     assert_eq!(resumed.done_of("r4"), "ok");
     resumed.send(r#"{"requestId":"s2","snapshot":{}}"#);
@@ -105,7 +94,7 @@ fn a_long_session_shows_its_whole_timeline_everywhere() {
     assert_eq!(messages_in_snapshot(snapshot_of(&frames, "s2")), 8);
 
     // A reader taking the session at its end (from the newest stored snapshot) sees it whole.
-    let tail = run(&["tail", "long", "--timeline-db", &db, "--output", "jsonl"]);
+    let tail = backend.run(&["tail", "long", "--output", "jsonl"]);
     assert!(
         tail.status.success(),
         "{}",
