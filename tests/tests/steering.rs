@@ -43,6 +43,20 @@ fn names_of<'a>(frames: &'a [FrameLine], rid: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// Submits `r1` ("go") and waits until its reply has begun.
+fn submit_and_wait_for_text(client: &mut RpcClient) {
+    client.send(r#"{"requestId":"r1","submit":{"prompt":"go"}}"#);
+    client.wait_for("the first text", |f| f.ui_name() == Some("ChatTextPatch"));
+}
+
+/// Each request's done, in the order they came.
+fn dones_in_order(frames: &[FrameLine]) -> Vec<(&str, &str)> {
+    frames
+        .iter()
+        .filter_map(|f| Some((f.line.request_id.as_str(), f.done_status()?)))
+        .collect()
+}
+
 #[test]
 fn a_steer_during_a_tool_phase_reaches_the_second_model_call() {
     let dir = tempfile::tempdir().unwrap();
@@ -83,8 +97,7 @@ fn a_steer_while_the_model_finishes_gets_one_more_call() {
     let dir = tempfile::tempdir().unwrap();
     let script = "turns:\n  - - text: \"first \"\n    - sleep_ms: 1500\n    - text: answer\n  - - echo_context\n";
     let mut client = serve(dir.path(), script, &[]);
-    client.send(r#"{"requestId":"r1","submit":{"prompt":"go"}}"#);
-    client.wait_for("the first text", |f| f.ui_name() == Some("ChatTextPatch"));
+    submit_and_wait_for_text(&mut client);
     client.send(r#"{"requestId":"s1","steer":{"prompt":"shorter please"}}"#);
     assert_eq!(client.done_of("s1"), "ok");
     assert_eq!(client.done_of("r1"), "ok");
@@ -119,10 +132,7 @@ fn follow_ups_piped_at_once_run_in_order_each_with_its_own_done() {
     let (status, frames, _) = client.finish();
     assert!(status.success());
     assert_request_scoped(&frames);
-    let dones: Vec<(&str, &str)> = frames
-        .iter()
-        .filter_map(|f| Some((f.line.request_id.as_str(), f.done_status()?)))
-        .collect();
+    let dones = dones_in_order(&frames);
     assert_eq!(dones, [("a", "ok"), ("b", "ok"), ("c", "ok")]);
     // With nothing running, a follow-up is a submit; the others waited in the queue.
     assert_eq!(names_of(&frames, "a")[0], "ChatUserMessageAccepted");
@@ -151,8 +161,7 @@ fn cancel_with_clear_queue_stops_the_run_and_every_queued_follow_up() {
     let dir = tempfile::tempdir().unwrap();
     let script = "turns:\n  - - text: slow\n    - sleep_ms: 30000\n";
     let mut client = serve(dir.path(), script, &[]);
-    client.send(r#"{"requestId":"r1","submit":{"prompt":"go"}}"#);
-    client.wait_for("the first text", |f| f.ui_name() == Some("ChatTextPatch"));
+    submit_and_wait_for_text(&mut client);
     client.send(r#"{"requestId":"f1","followUp":{"prompt":"next"}}"#);
     client.send(r#"{"requestId":"f2","followUp":{"prompt":"after"}}"#);
     client.send(r#"{"requestId":"snap","snapshot":{}}"#);
@@ -196,8 +205,7 @@ fn shutdown_with_a_queue_drops_it_and_a_plain_submit_while_busy_is_still_busy() 
     let dir = tempfile::tempdir().unwrap();
     let script = "turns:\n  - - text: \"a \"\n    - sleep_ms: 800\n    - text: b\n";
     let mut client = serve(dir.path(), script, &[]);
-    client.send(r#"{"requestId":"r1","submit":{"prompt":"go"}}"#);
-    client.wait_for("the first text", |f| f.ui_name() == Some("ChatTextPatch"));
+    submit_and_wait_for_text(&mut client);
     client.send(r#"{"requestId":"busy","submit":{"prompt":"also"}}"#);
     assert_eq!(client.done_of("busy"), "failed");
     client.send(r#"{"requestId":"f1","followUp":{"prompt":"later"}}"#);
@@ -205,10 +213,7 @@ fn shutdown_with_a_queue_drops_it_and_a_plain_submit_while_busy_is_still_busy() 
     let (status, frames, _) = client.finish();
     assert!(status.success());
     assert_request_scoped(&frames);
-    let dones: Vec<(&str, &str)> = frames
-        .iter()
-        .filter_map(|f| Some((f.line.request_id.as_str(), f.done_status()?)))
-        .collect();
+    let dones = dones_in_order(&frames);
     assert_eq!(
         dones,
         [
@@ -228,8 +233,7 @@ fn a_queue_left_by_a_killed_process_is_marked_dropped_on_resume() {
     let script = "turns:\n  - - text: slow\n    - sleep_ms: 60000\n";
     let flags = ["--session-id", "q", "--timeline-db", db.as_str()];
     let mut client = serve(dir.path(), script, &flags);
-    client.send(r#"{"requestId":"r1","submit":{"prompt":"go"}}"#);
-    client.wait_for("the first text", |f| f.ui_name() == Some("ChatTextPatch"));
+    submit_and_wait_for_text(&mut client);
     client.send(r#"{"requestId":"f1","followUp":{"prompt":"never run"}}"#);
     client.wait_for("the follow-up queued", |f| {
         f.ui_name() == Some("ChatPromptQueued")
