@@ -44,10 +44,10 @@ mod vocabulary;
 pub use anthropic::AnthropicProvider;
 pub use budget::{Budget, BudgetExceeded, BudgetScope, Budgets};
 pub use catalog::{SessionCatalog, SessionSummary, run_tally, session_title};
-pub use compaction::{ContextPolicy, SUMMARY_INSTRUCTIONS, estimate};
+pub use compaction::ContextPolicy;
 pub use context::{
     ContextMessage, ContextReasoning, ContextRole, ContextToolCall, Conversation,
-    ModelContextProjection, SUMMARY_PREAMBLE,
+    ModelContextProjection,
 };
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use http_stream::HttpConfig;
@@ -76,9 +76,7 @@ pub use store::{
     TurnStore, error_chain,
 };
 pub use stored_stream::{StoredStream, send_stored};
-pub use timeline::{
-    KIND_COMPACTION, KIND_QUEUED_PROMPT, OpenRun, QueuedPrompt, TimelineProjection,
-};
+pub use timeline::{OpenRun, QueuedPrompt, TimelineProjection};
 pub use tools::{
     CommandTool, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool, ToolChoice, ToolDefinition, ToolExecutor,
     ToolOutput, Toolbox, ToolboxError, run_tool_guard,

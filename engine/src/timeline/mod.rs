@@ -29,7 +29,7 @@ mod changes;
 mod queue;
 mod segments;
 
-pub use queue::{KIND_COMPACTION, KIND_QUEUED_PROMPT, QueuedPrompt};
+pub use queue::QueuedPrompt;
 
 use changes::ChangeIndex;
 use segments::{OpenStream, ProseStart, StreamKind};

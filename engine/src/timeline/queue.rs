@@ -18,9 +18,9 @@ use super::{KIND_MESSAGE, TimelineProjection, UiEvents};
 use crate::vocabulary::{MessageStatus, QueuedPromptKind, QueuedPromptStatus};
 
 /// Entity kind of prompts queued while a run went.
-pub const KIND_QUEUED_PROMPT: &str = "ChatQueuedPrompt";
+const KIND_QUEUED_PROMPT: &str = "ChatQueuedPrompt";
 /// Entity kind of compaction markers.
-pub const KIND_COMPACTION: &str = "ChatCompaction";
+const KIND_COMPACTION: &str = "ChatCompaction";
 
 /// A prompt waiting in the queue.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
