@@ -3,11 +3,11 @@
 //! estimate). A `compact` request between runs is a run of its own kind that makes only the
 //! summarization call.
 
-use std::{sync::Arc, time::Instant};
+use std::sync::Arc;
 
 use reel_proto::chat::{ChatContextCompacted, CorrelationInfo};
 
-use super::{ActiveRun, Phase, RunFailure, RunKind, RunOutcome, record::CallState};
+use super::{ActiveRun, Phase, RunFailure, RunKind, RunOutcome, RunRequest};
 use crate::{
     budget::Budgets,
     compaction::{self, ContextPolicy, Cut, estimate},
@@ -187,28 +187,25 @@ impl Session {
             }
             instructions.push_str(request.instructions.trim());
         }
-        let mut run = ActiveRun {
-            kind: RunKind::Compaction,
+        let ordinal_before = self.log().last_ordinal();
+        let run_request = RunRequest {
             request_id: request.request_id,
-            ordinal_before: self.log().last_ordinal(),
-            user_message_id: String::new(),
-            call: CallState::new(correlation.clone(), None),
-            correlation,
-            phase: Phase::Idle,
-            started: Instant::now(),
-            provider: request.provider,
+            prompt: String::new(),
             system_prompt: request.system_prompt,
             settings: request.settings,
+            provider: request.provider,
             tools: &NO_TOOLS,
             tool_client: false,
-            calls: 0,
             budgets: request.budgets,
             context_policy: policy.clone(),
-            compaction: None,
-            compacted: false,
-            executing: Vec::new(),
-            client_waits: Vec::new(),
         };
+        let mut run = ActiveRun::new(
+            RunKind::Compaction,
+            run_request,
+            ordinal_before,
+            String::new(),
+            correlation,
+        );
         if let Some(exceeded) = run.budgets.check(self.usage(), false) {
             run.phase = Phase::Halted(RunOutcome::BudgetExceeded(exceeded));
             return run;

@@ -128,7 +128,39 @@ enum RunKind {
     Compaction,
 }
 
-impl ActiveRun<'_> {
+impl<'a> ActiveRun<'a> {
+    /// A run of `kind` answering `request`, before its first model call.
+    fn new(
+        kind: RunKind,
+        request: RunRequest<'a>,
+        ordinal_before: u64,
+        user_message_id: String,
+        correlation: CorrelationInfo,
+    ) -> Self {
+        Self {
+            kind,
+            request_id: request.request_id,
+            ordinal_before,
+            user_message_id,
+            call: CallState::new(correlation.clone(), None),
+            correlation,
+            phase: Phase::Idle,
+            started: Instant::now(),
+            provider: request.provider,
+            system_prompt: request.system_prompt,
+            settings: request.settings,
+            tools: request.tools,
+            tool_client: request.tool_client,
+            calls: 0,
+            budgets: request.budgets,
+            context_policy: request.context_policy,
+            compaction: None,
+            compacted: false,
+            executing: Vec::new(),
+            client_waits: Vec::new(),
+        }
+    }
+
     /// Whether this is a prompt's run (not a compaction asked for between runs); only a
     /// prompt's run takes steering.
     pub fn takes_steering(&self) -> bool {
@@ -285,28 +317,13 @@ impl Session {
             },
         )
         .await;
-        let mut run = ActiveRun {
-            kind: RunKind::Prompt,
-            request_id: rid,
+        let mut run = ActiveRun::new(
+            RunKind::Prompt,
+            request,
             ordinal_before,
             user_message_id,
-            call: CallState::new(correlation.clone(), None),
             correlation,
-            phase: Phase::Idle,
-            started: Instant::now(),
-            provider: request.provider,
-            system_prompt: request.system_prompt,
-            settings: request.settings,
-            tools: request.tools,
-            tool_client: request.tool_client,
-            calls: 0,
-            budgets: request.budgets,
-            context_policy: request.context_policy,
-            compaction: None,
-            compacted: false,
-            executing: Vec::new(),
-            client_waits: Vec::new(),
-        };
+        );
         self.start_call(&mut run).await;
         run
     }
