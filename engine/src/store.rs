@@ -22,7 +22,7 @@ pub struct SessionState {
 impl SessionState {
     /// Folds one entry into both projections.
     pub fn apply(&mut self, entry: &LogEntry) {
-        self.timeline.apply(entry);
+        self.timeline.fold(entry);
         self.context.apply(entry);
         self.usage.apply(entry);
     }

@@ -56,7 +56,7 @@ impl StoredStream {
                 break;
             }
             for entry in &page {
-                timeline.apply(entry);
+                timeline.fold(entry);
             }
         }
         let pages = match up_to {

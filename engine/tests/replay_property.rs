@@ -140,11 +140,15 @@ proptest! {
             .collect();
         let mut live = TimelineProjection::new();
         let mut live_ui = Vec::new();
+        // A reader that keeps only the entities folds without making ui events.
+        let mut folded = TimelineProjection::new();
         let decoded = through_json(&entries);
         for (k, entry) in entries.iter().enumerate() {
             live_ui.extend(live.apply(entry));
+            folded.fold(entry);
             let replayed = TimelineProjection::replay(&decoded[..=k]);
             prop_assert_eq!(replayed.snapshot(), live.snapshot());
+            prop_assert_eq!(folded.snapshot(), live.snapshot());
             for entity in &live.snapshot().entities {
                 prop_assert!(entity.created_ordinal <= entity.last_event_ordinal);
                 prop_assert!(entity.last_event_ordinal <= entry.ordinal);

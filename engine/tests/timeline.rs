@@ -378,3 +378,44 @@ fn the_entities_changed_since_an_ordinal_are_found_live_and_after_a_snapshot_is_
     }
     assert!(!ids(read.snapshot_since(9)).is_empty());
 }
+
+#[test]
+fn a_store_takes_the_settled_entities_it_materializes_and_copies_open_ones() {
+    let entries = log(vec![
+        user("one"),
+        ChatProviderCallStarted::default().into(),
+        text_start("a"),
+        text("a", "long reply"),
+        ChatProviderCallFinished {
+            stop_reason: "stop".into(),
+            ..Default::default()
+        }
+        .into(),
+    ]);
+    // While the call streams, nothing is settled: the store gets copies, memory keeps all.
+    let mut open = TimelineProjection::new();
+    for entry in &entries[..4] {
+        open.apply(entry);
+    }
+    let expected = ids(open.snapshot_since(1));
+    assert_eq!(ids(open.take_since(1)), expected);
+    assert!(!open.is_partial());
+    assert_eq!(ids(open.snapshot()), ids(open.snapshot_since(0)));
+
+    // Once it finished, the changed entities move out, and memory holds none of them.
+    let mut settled = TimelineProjection::new();
+    for entry in &entries {
+        settled.apply(entry);
+    }
+    let expected = ids(settled.snapshot_since(1));
+    let taken = settled.take_since(1);
+    assert_eq!(ids(taken.clone()), expected);
+    let reply = taken
+        .entities
+        .iter()
+        .find(|e| e.id == "a")
+        .expect("the reply");
+    assert!(matches!(&reply.payload, Some(Any::ChatMessageEntity(m)) if m.text == "long reply"));
+    assert!(settled.is_partial());
+    assert!(settled.snapshot().entities.is_empty());
+}

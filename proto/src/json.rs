@@ -51,21 +51,81 @@ impl Formatter for LineSafeFormatter {
     }
 }
 
-/// Appends `value` as one line of canonical JSON (terminated by `\n`) to `out`.
-pub fn write_line<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> serde_json::Result<()> {
-    let mut serializer = serde_json::Serializer::with_formatter(&mut *out, LineSafeFormatter);
+/// Writes `value` as one line of canonical JSON (terminated by `\n`) to `out`. Fragments go
+/// to `out` as the serializer makes them: a `BufWriter` passes a long text straight through
+/// instead of growing a buffer to its size.
+pub fn write_line<W, T>(mut out: W, value: &T) -> serde_json::Result<()>
+where
+    W: io::Write,
+    T: Serialize + ?Sized,
+{
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, LineSafeFormatter);
     value.serialize(&mut serializer)?;
-    out.push(b'\n');
-    Ok(())
+    out.write_all(b"\n").map_err(serde_json::Error::io)
 }
 
+/// Values whose JSON fits in this many bytes are encoded in one pass.
+const ONE_PASS_BYTES: usize = 64 * 1024;
+
 /// `value` as one line of canonical JSON, without the trailing newline.
+///
+/// A bigger value (a long reply's text in a stored entity or snapshot) is measured first and
+/// encoded into a string of exactly its size: grown by doubling, its buffer would end up to
+/// twice the text, and the allocator keeps such pages for the life of the process.
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
-    let mut out = Vec::with_capacity(256);
-    write_line(&mut out, value)?;
+    let mut capped = Capped {
+        out: Vec::with_capacity(256),
+        overflowed: false,
+    };
+    let mut out = match write_line(&mut capped, value) {
+        Ok(()) => capped.out,
+        Err(_) if capped.overflowed => {
+            let mut counted = Counted(0);
+            write_line(&mut counted, value)?;
+            let mut out = Vec::with_capacity(counted.0);
+            write_line(&mut out, value)?;
+            out
+        }
+        Err(error) => return Err(error),
+    };
     out.pop();
     // Only valid UTF-8 is ever written by serde_json.
     Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
+}
+
+/// A buffer that refuses to grow past [`ONE_PASS_BYTES`].
+struct Capped {
+    out: Vec<u8>,
+    overflowed: bool,
+}
+
+impl io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.out.len() + buf.len() > ONE_PASS_BYTES {
+            self.overflowed = true;
+            return Err(io::Error::other("a big value: measured first"));
+        }
+        self.out.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Counts the bytes written to it.
+struct Counted(usize);
+
+impl io::Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// One frame of an [`rpc::RpcLine`], borrowed.

@@ -174,6 +174,34 @@ fn line_separators_are_escaped() {
 }
 
 #[test]
+fn a_big_value_is_encoded_once_at_its_exact_size() {
+    // A long reply's text: past the one-pass size, with separators to escape on the way.
+    let text = "tok \u{2028}".repeat(40_000);
+    let accepted: Any = ChatUserMessageAccepted {
+        text: text.clone(),
+        ..Default::default()
+    }
+    .into();
+    let encoded = json::to_string(&accepted).unwrap();
+    let mut line = Vec::new();
+    json::write_line(&mut line, &accepted).unwrap();
+    assert_eq!(format!("{encoded}\n").as_bytes(), line.as_slice());
+    assert_eq!(
+        encoded.capacity(),
+        encoded.len() + 1,
+        "one allocation of the exact size"
+    );
+    let back: Value = serde_json::from_str(&encoded).unwrap();
+    assert_eq!(back["text"], Value::String(text));
+    // A small one takes the one pass and the same bytes.
+    let small = json::to_string(&patch()).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&small).unwrap()["text"],
+        "Hello"
+    );
+}
+
+#[test]
 fn borrowed_lines_serialize_exactly_as_owned_ones() {
     for owned in every_frame() {
         let frame = match owned.frame.as_ref().unwrap() {

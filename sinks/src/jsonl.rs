@@ -2,14 +2,14 @@
 //! file sink of `--debug-events-jsonl`.
 //!
 //! The sink writes on a blocking thread with plain `std::io::Write`. It encodes every batch
-//! already queued into one buffer (up to 64 KiB) and writes that buffer in one go, so a fast session gets large
-//! writes and a slow one gets each frame the moment it exists. Writes block when the reader is
+//! already queued into one buffer (64 KiB, written whenever it fills) and flushes after them,
+//! so a fast session gets large writes and a slow one gets each frame the moment it exists. Writes block when the reader is
 //! slow; the session's bounded queue then makes the session wait (back-pressure), so memory stays
 //! flat however slowly stdout is read.
 
 use std::{
     fs::{self, File},
-    io::{self, Write},
+    io::{self, BufWriter, Write},
     path::Path,
 };
 
@@ -74,35 +74,38 @@ impl<W: Write + Send + 'static> Sink for JsonlFrameSink<W> {
 
 impl<W: Write> JsonlFrameSink<W> {
     fn write_all(mut self, mut input: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
-        let mut buffer = Vec::with_capacity(2 * WRITE_CHUNK);
+        // Frames collect in the buffer until it holds a chunk; a frame bigger than that (a
+        // long reply's finished segment) goes through to the writer piece by piece, so the
+        // sink never holds a copy of it.
+        let mut out = BufWriter::with_capacity(WRITE_CHUNK, &mut self.writer);
         while let Some(batch) = input.blocking_recv() {
             let queued = std::iter::from_fn(|| input.try_recv().ok());
             for batch in std::iter::once(batch).chain(queued) {
                 for output in batch.iter() {
-                    self.encode(output, &mut buffer)?;
-                    if buffer.len() >= WRITE_CHUNK {
-                        self.writer.write_all(&buffer)?;
-                        buffer.clear();
-                    }
+                    encode(output, self.include_backend_events, &mut out)?;
                 }
             }
-            self.writer.write_all(&buffer)?;
-            self.writer.flush()?;
-            buffer.clear();
-            // A huge frame (a long reply's finished segment) grew the buffer: give it back.
-            buffer.shrink_to(2 * WRITE_CHUNK);
+            out.flush()?;
         }
-        self.writer.flush()?;
+        out.flush()?;
         Ok(())
     }
+}
 
-    fn encode(&self, output: &Output, buffer: &mut Vec<u8>) -> Result<(), SinkError> {
-        output
-            .for_each_line(self.include_backend_events, |line| {
-                json::write_line(buffer, &line)
-            })
-            .map_err(|e| SinkError::Encode(e.to_string()))
-    }
+fn encode(
+    output: &Output,
+    include_backend_events: bool,
+    out: &mut impl Write,
+) -> Result<(), SinkError> {
+    output
+        .for_each_line(include_backend_events, |line| {
+            json::write_line(&mut *out, &line)
+        })
+        .map_err(|e| match e.is_io() {
+            // A closed pipe or a full disk, as the writer said it.
+            true => SinkError::Io(e.into()),
+            false => SinkError::Encode(e.to_string()),
+        })
 }
 
 #[cfg(test)]

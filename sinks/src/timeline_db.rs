@@ -16,7 +16,7 @@ use reel_engine::{
     Acks, Commit, Durability, LEASE_HEARTBEAT, LogEntry, LogStore, OutputBatch, OutputKind,
     Projection, SessionState, Sink, SinkError, session_title,
 };
-use reel_proto::Any;
+use reel_proto::{Any, json};
 use tokio::sync::mpsc;
 
 /// Events pending before a commit is forced.
@@ -78,7 +78,7 @@ impl<S: LogStore> TimelineDbSink<S> {
             match &output.kind {
                 OutputKind::Event(committed) => {
                     let entry = &committed.entry;
-                    self.state.timeline.apply(entry);
+                    self.state.timeline.fold(entry);
                     self.state.usage.apply(entry);
                     if let Some(context) = &committed.context {
                         self.state.context = context.clone();
@@ -121,23 +121,23 @@ impl<S: LogStore> TimelineDbSink<S> {
             ..Commit::default()
         };
         if materialize {
+            // This commit stores every entity, so the ones nothing can change any more need
+            // not stay in memory, nor go into the snapshot it may carry (which then stays
+            // small): they move into the commit. Should the commit fail, the sink fails for
+            // good: nothing is lost.
             commit.entities = self
                 .state
                 .timeline
-                .snapshot_since(self.entities_ordinal)
+                .take_since(self.entities_ordinal)
                 .entities;
             commit.entities_ordinal = Some(ordinal);
-            // This commit stores every entity, so the ones nothing can change any more need
-            // not stay in memory, nor go into the snapshot it may carry (which then stays
-            // small). Should the commit fail, the sink fails for good: nothing is lost.
-            self.state.timeline.evict_settled();
         }
         let since_snapshot = ordinal - self.snapshot_ordinal;
         // A snapshot is taken where the context is known: at a run's end or a compaction.
         let context_known = self.context_ordinal == ordinal;
         if context_known && since_snapshot >= SNAPSHOT_EVERY.max(ordinal / SNAPSHOT_FRACTION) {
             let state =
-                serde_json::to_string(&self.state).map_err(|e| SinkError::Encode(e.to_string()))?;
+                json::to_string(&self.state).map_err(|e| SinkError::Encode(e.to_string()))?;
             commit.snapshot = Some((ordinal, state));
         }
         self.store

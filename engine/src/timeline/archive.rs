@@ -20,21 +20,52 @@ impl TimelineProjection {
     /// model call, a segment): everything but the prompts still queued. Returns whether it did.
     /// Call it only once a durable store holds every entity as of [`Self::last_ordinal`].
     pub fn evict_settled(&mut self) -> bool {
+        self.take_settled(u64::MAX).is_some()
+    }
+
+    /// What a durable store materializes: the entities created or changed after `ordinal`
+    /// (as [`Self::snapshot_since`]), with the settled ones moved out rather than copied when
+    /// nothing is open, as [`Self::evict_settled`] would let them go. A long reply's text then
+    /// exists once, in the store's hands. The store must keep them before anything reads the
+    /// timeline whole again.
+    pub fn take_since(&mut self, ordinal: u64) -> SnapshotFrame {
+        let entities = match self.take_settled(ordinal) {
+            Some(taken) => taken,
+            None => self.snapshot_since(ordinal).entities,
+        };
+        SnapshotFrame {
+            snapshot_ordinal: self.last_ordinal,
+            entities,
+        }
+    }
+
+    /// Lets go of the settled entities as [`Self::evict_settled`] does, returning those changed
+    /// after `ordinal` (and copies of the queued prompts changed after it); `None` when
+    /// something is open.
+    fn take_settled(&mut self, ordinal: u64) -> Option<Vec<SnapshotEntity>> {
         if self.open_run.is_some() || self.call.is_some() || !self.streams.is_empty() {
-            return false;
+            return None;
         }
         let still_queued = |e: &SnapshotEntity| {
             matches!(&e.payload, Some(Any::QueuedPromptEntity(q))
                 if q.status == QueuedPromptStatus::Queued.as_str())
         };
-        let kept: Vec<SnapshotEntity> = std::mem::take(&mut self.entities)
-            .into_iter()
-            .filter(still_queued)
-            .collect();
+        let (mut taken, mut kept) = (Vec::new(), Vec::new());
+        for entity in std::mem::take(&mut self.entities) {
+            let changed = entity.last_event_ordinal > ordinal;
+            if still_queued(&entity) {
+                if changed {
+                    taken.push(entity.clone());
+                }
+                kept.push(entity);
+            } else if changed {
+                taken.push(entity);
+            }
+        }
         self.set_entities(kept);
         self.tool_calls.clear();
         self.evicted_through = self.last_ordinal;
-        true
+        Some(taken)
     }
 
     /// Whether entities were let go (a whole snapshot needs the store's).

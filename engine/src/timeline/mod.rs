@@ -162,10 +162,19 @@ impl Projection for TimelineProjection {
     type Output = Vec<UiEventFrame>;
 
     fn apply(&mut self, entry: &LogEntry) -> Vec<UiEventFrame> {
-        let mut out = UiEvents {
-            ordinal: entry.ordinal,
-            events: Vec::with_capacity(1),
-        };
+        self.project(entry, UiEvents::wanted(entry.ordinal))
+    }
+}
+
+impl TimelineProjection {
+    /// Folds `entry` in without making its ui events: what a reader that keeps only the
+    /// entities needs (a long reply's finished segment would otherwise be copied whole only
+    /// to be dropped).
+    pub fn fold(&mut self, entry: &LogEntry) {
+        self.project(entry, UiEvents::unwanted(entry.ordinal));
+    }
+
+    fn project(&mut self, entry: &LogEntry, mut out: UiEvents) -> Vec<UiEventFrame> {
         if !self.changes.covers(&self.entities) {
             self.changes = ChangeIndex::of(&self.entities);
         }
@@ -433,14 +442,37 @@ impl TimelineProjection {
 struct UiEvents {
     ordinal: u64,
     events: Vec<UiEventFrame>,
+    /// Whether the caller reads them ([`TimelineProjection::fold`] does not).
+    wanted: bool,
 }
 
 impl UiEvents {
+    fn wanted(ordinal: u64) -> Self {
+        Self {
+            ordinal,
+            events: Vec::with_capacity(1),
+            wanted: true,
+        }
+    }
+
+    fn unwanted(ordinal: u64) -> Self {
+        Self {
+            ordinal,
+            events: Vec::new(),
+            wanted: false,
+        }
+    }
+
     fn push(&mut self, payload: &Any) {
-        self.push_owned(payload.clone());
+        if self.wanted {
+            self.push_owned(payload.clone());
+        }
     }
 
     fn push_owned(&mut self, payload: Any) {
+        if !self.wanted {
+            return;
+        }
         let name = payload.type_name().to_owned();
         self.events.push(UiEventFrame {
             ordinal: self.ordinal,

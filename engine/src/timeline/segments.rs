@@ -175,6 +175,9 @@ impl TimelineProjection {
             role.clone_from(&message.role);
             parent.clone_from(&message.parent_message_id);
         }
+        if !out.wanted {
+            return;
+        }
         let mode = ChatStreamPatchMode::Append as i32;
         let patch: Any = match kind {
             StreamKind::Reasoning => ChatReasoningPatch {
@@ -277,7 +280,8 @@ impl TimelineProjection {
                 m.status = status.into();
                 m.streaming = false;
                 m.r#final = true;
-                Some(match stream.kind {
+                // The whole text, copied: only for a caller that reads the ui events.
+                out.wanted.then(|| match stream.kind {
                     StreamKind::Reasoning => ChatReasoningSegmentFinished {
                         message_id: m.message_id.clone(),
                         role: m.role.clone(),
