@@ -21,12 +21,12 @@ use std::{io::IsTerminal, process::ExitCode};
 
 use tracing_subscriber::EnvFilter;
 
-// Events are allocated on the session's thread and freed on the sinks' threads; glibc's malloc
-// spent a third of the streaming path on exactly that (measured with `perf` on `reel bench`).
+// mimalloc, for frees on other threads than the allocation's (see reel_allocator).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: reel_allocator::Allocator = reel_allocator::Allocator;
 
 fn main() -> ExitCode {
+    reel_allocator::return_freed_memory_at_once();
     // reel runs itself as the guard of each command tool (see reel_engine's tools::guard): that
     // process does nothing else, so it is dispatched before anything is set up.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();

@@ -272,13 +272,20 @@ mod tests {
         let root = super::repo_root();
         let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
         assert!(readme.contains(
-            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine"
+            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine\n                        -> allocator"
         ));
         let expected: &[(&str, &[&str])] = &[
             (
                 "cli",
-                &["reel-engine", "reel-proto", "reel-sinks", "reel-storage"],
+                &[
+                    "reel-allocator",
+                    "reel-engine",
+                    "reel-proto",
+                    "reel-sinks",
+                    "reel-storage",
+                ],
             ),
+            ("allocator", &[]),
             ("sinks", &["reel-engine", "reel-proto"]),
             ("storage", &["reel-engine", "reel-proto"]),
             ("engine", &["reel-proto"]),

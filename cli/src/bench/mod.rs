@@ -4,11 +4,13 @@
 //! * stdin RPC: one `reel --stdin-rpc` process driven over real pipes: sequential submits,
 //!   memory per request, and the time from a cancel line to the cancelled submit's done.
 //! * turns: one long stdin-RPC session with a timeline database, CPU and memory per tenth.
+//! * reply memory: what one long reply leaves in a stdin-RPC process with a timeline database.
 //! * providers, the durable path, and exports and listing (see each module).
 
 mod durable;
 mod export;
 mod provider;
+mod reply_memory;
 mod stdin_rpc;
 mod stream;
 mod turns;
@@ -33,6 +35,10 @@ pub struct BenchArgs {
     /// Text deltas in the long reply stored in the timeline database.
     #[arg(long, default_value_t = 100_000)]
     pub durable_deltas: usize,
+    /// Text deltas in one reply streamed by a stdin-RPC process with a timeline database, for
+    /// the resident memory it leaves behind; 0 leaves it out.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub reply_deltas: usize,
     /// Events in the larger session that is resumed.
     #[arg(long, default_value_t = 1_000_000)]
     pub resume_events: usize,
@@ -62,35 +68,23 @@ pub async fn run(args: BenchArgs) -> u8 {
     }
     let streamed = stream::run(args.deltas).await;
     println!();
-    let served =
-        match tokio::task::spawn_blocking(move || stdin_rpc::run(args.submits, args.cancels)).await
-        {
-            Ok(Ok(())) => 0,
-            Ok(Err(error)) => {
-                eprintln!("reel bench: stdin RPC: {error}");
-                1
-            }
-            Err(join) => {
-                eprintln!("reel bench: stdin RPC crashed: {join}");
-                1
-            }
-        };
+    let served = blocking_part("stdin RPC", move || {
+        stdin_rpc::run(args.submits, args.cancels).map(|()| true)
+    })
+    .await;
     println!();
     let aged = match args.turns {
         0 => 0,
-        turns => match tokio::task::spawn_blocking(move || turns::run(turns)).await {
-            Ok(Ok(())) => 0,
-            Ok(Err(error)) => {
-                eprintln!("reel bench: turns: {error}");
-                1
-            }
-            Err(join) => {
-                eprintln!("reel bench: turns crashed: {join}");
-                1
-            }
-        },
+        turns => blocking_part("turns", move || turns::run(turns).map(|()| true)).await,
     };
     if args.turns > 0 {
+        println!();
+    }
+    let held = match args.reply_deltas {
+        0 => 0,
+        deltas => blocking_part("reply memory", move || reply_memory::run(deltas)).await,
+    };
+    if args.reply_deltas > 0 {
         println!();
     }
     let stored = match durable::run(
@@ -119,12 +113,33 @@ pub async fn run(args: BenchArgs) -> u8 {
     streamed
         .max(served)
         .max(aged)
+        .max(held)
         .max(stored)
         .max(fetched)
         .max(exported)
 }
 
 /// Runs one prompt ("bench") to its end: no request id, no system prompt, nothing cancels it.
+/// Runs a part of the benchmark that drives a child process: 0 when it held its bounds, else 1
+/// with what went wrong on stderr.
+async fn blocking_part(
+    name: &str,
+    part: impl FnOnce() -> std::io::Result<bool> + Send + 'static,
+) -> u8 {
+    match tokio::task::spawn_blocking(part).await {
+        Ok(Ok(true)) => 0,
+        Ok(Ok(false)) => 1,
+        Ok(Err(error)) => {
+            eprintln!("reel bench: {name}: {error}");
+            1
+        }
+        Err(join) => {
+            eprintln!("reel bench: {name} crashed: {join}");
+            1
+        }
+    }
+}
+
 async fn run_prompt(
     session: &mut reel_engine::Session,
     provider: &dyn reel_engine::Provider,

@@ -64,7 +64,7 @@ impl Served {
         Ok(served)
     }
 
-    fn send(&mut self, line: &str) -> io::Result<()> {
+    pub(super) fn send(&mut self, line: &str) -> io::Result<()> {
         self.stdin.write_all(line.as_bytes())?;
         self.stdin.write_all(b"\n")?;
         self.stdin.flush()
