@@ -68,7 +68,7 @@ pub use scripted::{
     Repeat, Script, ScriptError, ScriptToolCall, ScriptUsage, ScriptedProvider, Step, Summary,
 };
 pub use secrets::{REDACTED, Secrets};
-pub use server::{Incoming, ServeConfig, ServeEnd, serve};
+pub use server::{Incoming, ParsedLine, ServeConfig, ServeEnd, parse_line, serve, too_large};
 pub use session::Session;
 pub use sink::{Acks, Durability, MemorySink, Reads, Sink, SinkError};
 pub use store::{

@@ -4,8 +4,6 @@
 //! classified); the engine's [`reel_engine::serve`] answers them through the session's writer.
 
 mod reader;
-mod request;
-mod request_id;
 #[cfg(test)]
 mod tests;
 
@@ -14,8 +12,7 @@ use tokio::{io::AsyncRead, sync::mpsc};
 pub use reader::{DEFAULT_LINE_LIMIT, LineReader};
 
 use crate::bounded_lines::Line;
-use reel_engine::Incoming;
-pub use request::{Parsed, parse_line, too_large};
+use reel_engine::{Incoming, ParsedLine, parse_line, too_large};
 
 /// Requests read ahead of the session; reading stops while the queue is full.
 const REQUEST_QUEUE: usize = 64;
@@ -34,9 +31,9 @@ pub fn read_requests<R: AsyncRead + Unpin + Send + 'static>(
                 Ok(None) => break,
                 Ok(Some(Line::TooLarge { bytes, prefix })) => too_large(bytes, limit, &prefix),
                 Ok(Some(Line::Text { bytes: line, .. })) => match parse_line(&line) {
-                    Parsed::Blank => continue,
-                    Parsed::Request(request) => Incoming::Request(*request),
-                    Parsed::Rejected(rejected) => rejected,
+                    ParsedLine::Blank => continue,
+                    ParsedLine::Request(request) => Incoming::Request(*request),
+                    ParsedLine::Rejected(rejected) => rejected,
                 },
                 Err(error) => Incoming::ReadFailed(format!("cannot read stdin: {error}")),
             };

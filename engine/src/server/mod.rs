@@ -88,6 +88,10 @@ pub struct ServeConfig<'a> {
 }
 
 mod request;
+mod request_id;
+mod request_line;
+
+pub use request_line::{ParsedLine, parse_line, too_large};
 
 /// Serves `session` until the input ends, a shutdown request, a read failure or `interrupt`.
 pub async fn serve(

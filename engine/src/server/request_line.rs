@@ -1,14 +1,15 @@
-//! Turns one line of stdin into a request, or says exactly why it cannot be one: under the
-//! line's request id whenever one can be read ([`find_request_id`]), whatever else is wrong.
+//! Turns one request line (of stdin, an HTTP body, a WebSocket message) into a request, or says
+//! exactly why it cannot be one: under the line's request id whenever one can be read
+//! ([`find_request_id`]), whatever else is wrong.
 
-use reel_engine::{ErrorCode, Incoming, check_request_id};
 use reel_proto::rpc::{self, RpcRequestLine};
 
-use super::request_id::find_request_id;
+use super::{Incoming, request_id::find_request_id};
+use crate::{id::check_request_id, vocabulary::ErrorCode};
 
 /// What a line is.
 #[derive(Debug)]
-pub enum Parsed {
+pub enum ParsedLine {
     Request(Box<RpcRequestLine>),
     /// Whitespace only: nothing to answer.
     Blank,
@@ -16,12 +17,12 @@ pub enum Parsed {
 }
 
 /// Parses one request line (without its newline).
-pub fn parse_line(line: &[u8]) -> Parsed {
+pub fn parse_line(line: &[u8]) -> ParsedLine {
     if line.iter().all(u8::is_ascii_whitespace) {
-        return Parsed::Blank;
+        return ParsedLine::Blank;
     }
     let request_id = match find_request_id(line).map(checked_id) {
-        Some(Err(rejected)) => return Parsed::Rejected(rejected),
+        Some(Err(rejected)) => return ParsedLine::Rejected(rejected),
         Some(Ok(id)) => Some(id),
         None => None,
     };
@@ -36,7 +37,7 @@ pub fn parse_line(line: &[u8]) -> Parsed {
         }
     };
     match serde_json::from_str::<RpcRequestLine>(text) {
-        Ok(request) => Parsed::Request(Box::new(request)),
+        Ok(request) => ParsedLine::Request(Box::new(request)),
         Err(error) => {
             let (code, message) = explain(text, &error);
             reject(request_id, code, message)
@@ -109,8 +110,8 @@ fn is_protocol_version(value: &serde_json::Value) -> bool {
     }
 }
 
-fn reject(request_id: Option<String>, code: ErrorCode, message: String) -> Parsed {
-    Parsed::Rejected(Incoming::Rejected {
+fn reject(request_id: Option<String>, code: ErrorCode, message: String) -> ParsedLine {
+    ParsedLine::Rejected(Incoming::Rejected {
         request_id,
         code,
         message,
@@ -123,7 +124,7 @@ mod tests {
 
     fn rejected(line: &[u8]) -> (Option<String>, ErrorCode, String) {
         match parse_line(line) {
-            Parsed::Rejected(Incoming::Rejected {
+            ParsedLine::Rejected(Incoming::Rejected {
                 request_id,
                 code,
                 message,
