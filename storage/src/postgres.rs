@@ -106,9 +106,14 @@ impl PostgresStore {
                     .map_err(|e| StoreError::database(&shown, e))?;
             }
             (Ok(_), Access::ReadWrite) => {
-                POSTGRES_MIGRATIONS.run(&mut conn).await.map_err(|e| {
-                    StoreError::database(format!("cannot bring {shown} up to reel's schema"), e)
-                })?;
+                // `run` is `run_direct(None, conn, false)` behind `Acquire`, whose future is `Send` only
+                // for some lifetimes: a server's connections open on tasks that must be `Send`.
+                POSTGRES_MIGRATIONS
+                    .run_direct(None, &mut conn, false)
+                    .await
+                    .map_err(|e| {
+                        StoreError::database(format!("cannot bring {shown} up to reel's schema"), e)
+                    })?;
             }
         }
         Ok(Self {

@@ -120,9 +120,14 @@ impl SqliteStore {
         };
         let mut conn = options.connect().await.map_err(|e| open_error(&shown, e))?;
         // Only a read-write open gets here: its file is reel's own, or new.
-        SQLITE_MIGRATIONS.run(&mut conn).await.map_err(|e| {
-            StoreError::database(format!("cannot bring {shown} up to reel's schema"), e)
-        })?;
+        // `run` is `run_direct(None, conn, false)` behind `Acquire`, whose future is `Send` only
+        // for some lifetimes: a server's connections open on tasks that must be `Send`.
+        SQLITE_MIGRATIONS
+            .run_direct(None, &mut conn, false)
+            .await
+            .map_err(|e| {
+                StoreError::database(format!("cannot bring {shown} up to reel's schema"), e)
+            })?;
         let identity = Identity::of(path).map_err(|e| {
             StoreError::database(format!("cannot look at {shown} after opening it"), e)
         })?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use reel_proto::chat::{ChatContextCompacted, CorrelationInfo};
 
-use super::{ActiveRun, Phase, RunFailure, RunKind, RunOutcome, RunRequest};
+use super::{ActiveRun, Phase, RunFailure, RunKind, RunOutcome, RunRequest, SyncWrapper};
 use crate::{
     budget::Budgets,
     compaction::{self, ContextPolicy, Cut, estimate},
@@ -123,7 +123,7 @@ impl Session {
             purpose: CallPurpose::Summary,
         };
         run.compaction = Some(pending);
-        run.phase = Phase::Model(run.provider.stream(request));
+        run.phase = Phase::Model(SyncWrapper::new(run.provider.stream(request)));
     }
 
     /// The summarization call has finished: records the compaction and goes on with the run's

@@ -21,6 +21,7 @@ use std::{panic::AssertUnwindSafe, sync::Arc, time::Instant};
 
 use futures::{FutureExt, StreamExt, future::BoxFuture, stream::FuturesUnordered};
 use reel_proto::chat::{ChatRunStarted, ChatUserMessageAccepted, CorrelationInfo};
+use sync_wrapper::SyncWrapper;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -67,12 +68,14 @@ pub struct ToolDone {
     output: ToolOutput,
 }
 
-/// What a run is waiting for.
+/// What a run is waiting for. The stream and the tool futures are only ever used through
+/// `&mut`; wrapped in `SyncWrapper`, a `&ActiveRun` held across an await (by the session's
+/// request handlers) does not keep the serving future from moving between threads.
 enum Phase<'a> {
     /// The model's reply; dropping it cancels the model call.
-    Model(ProviderStream),
+    Model(SyncWrapper<ProviderStream>),
     /// The tool calls being executed; dropping them kills command tools.
-    Tools(FuturesUnordered<BoxFuture<'a, ToolDone>>),
+    Tools(SyncWrapper<FuturesUnordered<BoxFuture<'a, ToolDone>>>),
     /// Nothing more may start: the store failed before the next side effect, a budget is
     /// spent, or the context does not fit; the run ends so.
     Halted(RunOutcome),
@@ -187,10 +190,12 @@ impl<'a> ActiveRun<'a> {
     pub async fn next_event(&mut self) -> RunEvent {
         match &mut self.phase {
             Phase::Model(stream) => {
-                let next = AssertUnwindSafe(stream.next()).catch_unwind().await;
+                let next = AssertUnwindSafe(stream.get_mut().next())
+                    .catch_unwind()
+                    .await;
                 RunEvent::Model(self.survive(next))
             }
-            Phase::Tools(running) => match running.next().await {
+            Phase::Tools(running) => match running.get_mut().next().await {
                 Some(done) => RunEvent::Tool(done),
                 None => std::future::pending().await,
             },
@@ -230,7 +235,7 @@ impl<'a> ActiveRun<'a> {
         next: std::thread::Result<Option<Result<ProviderEvent, ProviderError>>>,
     ) -> Option<Result<ProviderEvent, ProviderError>> {
         next.unwrap_or_else(|panic| {
-            self.phase = Phase::Model(futures::stream::empty().boxed());
+            self.phase = Phase::Model(SyncWrapper::new(futures::stream::empty().boxed()));
             Some(Err(ProviderError::Crashed(panic_message(panic.as_ref()))))
         })
     }
@@ -452,7 +457,7 @@ impl Session {
             tool_choice,
             purpose: CallPurpose::Reply,
         };
-        run.phase = Phase::Model(run.provider.stream(request));
+        run.phase = Phase::Model(SyncWrapper::new(run.provider.stream(request)));
     }
 
     /// Records the start of a model call for `purpose`; false when the store failed first (the

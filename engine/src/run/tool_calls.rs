@@ -12,7 +12,7 @@ use futures::{FutureExt, stream::FuturesUnordered};
 use reel_proto::chat::{ChatToolCallFinished, ChatToolExecutionStarted, ChatToolResultReady};
 use tokio::sync::oneshot;
 
-use super::{ActiveRun, Phase, RequestedTool, RunFailure, RunOutcome, ToolDone};
+use super::{ActiveRun, Phase, RequestedTool, RunFailure, RunOutcome, SyncWrapper, ToolDone};
 use crate::{
     id::new_id,
     session::Session,
@@ -74,7 +74,7 @@ impl Session {
         // The tools have not started (their futures are not polled yet): they run only once
         // the log that says so is stored, since their side effects cannot be taken back.
         run.phase = match self.storage_holds().await {
-            Ok(()) => Phase::Tools(running),
+            Ok(()) => Phase::Tools(SyncWrapper::new(running)),
             Err(failure) => Phase::Halted(RunOutcome::Failed(RunFailure::storage(&failure))),
         };
     }
