@@ -8,7 +8,10 @@
 use anyhow::Context;
 use std::path::PathBuf;
 
-use reel_engine::{EventLog, LogStore, SessionState, TurnStore, check_session_id, new_id};
+use reel_engine::{
+    EventLog, Fanout, LogStore, Session, SessionState, TurnStore, check_session_id, new_id,
+};
+use reel_sinks::{TimelineDbSink, TurnsDbSink};
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
 
 use crate::cli::RunCommandArgs;
@@ -51,11 +54,11 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
     }
     let session_id = args.session_id.clone().unwrap_or_else(new_id);
     check_session_id(&session_id)?;
-    let mut timeline = match &timeline_at {
+    let timeline = match &timeline_at {
         Some(location) => Some(open_timeline(location, Access::ReadWrite).await?),
         None => None,
     };
-    let mut turns = match (&turns_at, &timeline) {
+    let turns = match (&turns_at, &timeline) {
         // The same SQLite file for both: a second connection beside the first, never a second
         // open (which looks at the file and, closing it, drops the first connection's locks).
         (Some(location), Some(store)) if same_sqlite_file(location, timeline_at.as_ref()) => {
@@ -69,7 +72,37 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
         .or(turns_at.as_ref())
         .expect("one database at least")
         .shown();
+    let stores = Stores {
+        timeline,
+        turns,
+        shown,
+    };
+    open_in(stores, session_id, args.resume, args.steal_lease)
+        .await
+        .map(Some)
+}
 
+/// The databases a session is kept in, open.
+pub struct Stores {
+    pub timeline: Option<TimelineStore>,
+    pub turns: Option<TimelineStore>,
+    /// How the databases are named in messages.
+    pub shown: String,
+}
+
+/// Starts (`resume` false) or resumes session `session_id` in `stores`, taking its lease
+/// (from a live holder too with `steal`).
+pub async fn open_in(
+    stores: Stores,
+    session_id: String,
+    resume: bool,
+    steal: bool,
+) -> anyhow::Result<Opened> {
+    let Stores {
+        mut timeline,
+        mut turns,
+        shown,
+    } = stores;
     let exists = match (&mut timeline, &mut turns) {
         (Some(store), _) => store.exists(&session_id).await,
         (None, Some(store)) => store
@@ -78,7 +111,7 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
             .map(|turn| turn.is_some()),
         (None, None) => unreachable!("one database at least"),
     }?;
-    match (args.resume, exists) {
+    match (resume, exists) {
         (true, false) => {
             return Err(anyhow::anyhow!(
                 "there is no session {session_id:?} in {shown} to resume (leave out --resume to start it)"
@@ -94,7 +127,7 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
 
     let (state, log, entities_ordinal) = match (&mut timeline, &mut turns) {
         (Some(store), _) => {
-            take_lease(store, &session_id, args.steal_lease).await?;
+            take_lease(store, &session_id, steal).await?;
             let stored = store.load(&session_id).await?;
             let entities_ordinal = stored.entities_ordinal;
             let (state, log) = stored
@@ -123,7 +156,7 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
         }
         (None, None) => unreachable!("one database at least"),
     };
-    if args.resume {
+    if resume {
         tracing::info!(
             "resuming session {session_id} at ordinal {}",
             log.last_ordinal()
@@ -133,7 +166,7 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
         Some(store) => Some(store.reader().await?),
         None => None,
     };
-    Ok(Some(Opened {
+    Ok(Opened {
         session_id,
         timeline,
         archive,
@@ -141,7 +174,35 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
         state,
         log,
         entities_ordinal,
-    }))
+    })
+}
+
+/// The session `opened` holds, its database sinks attached to `fanout` beside the outputs
+/// there already, holding only the entities that can still change when a timeline database
+/// keeps the rest.
+pub fn session_of(opened: Opened, mut fanout: Fanout) -> Session {
+    let ordinal = opened.log.last_ordinal();
+    if let Some(store) = opened.timeline {
+        fanout.attach(Box::new(TimelineDbSink::new(
+            store,
+            opened.session_id.clone(),
+            opened.state.clone(),
+            opened.entities_ordinal,
+        )));
+    }
+    if let Some(store) = opened.turns {
+        fanout.attach(Box::new(TurnsDbSink::new(
+            store,
+            opened.session_id.clone(),
+            opened.state.context.clone(),
+            ordinal,
+        )));
+    }
+    let mut session = Session::resume(opened.session_id, fanout, opened.state, opened.log);
+    if let Some(archive) = opened.archive {
+        session.keep_entities_in(Box::new(archive));
+    }
+    session
 }
 
 /// Whether `location` and `other` are one SQLite file (by its resolved path: resolving looks

@@ -13,7 +13,7 @@ use reel_engine::{
     DoneStatus, ErrorCode, Fanout, RunOutcome, RunRequest, ServeConfig, ServeEnd, Session,
     hello_frame, new_id, serve,
 };
-use reel_sinks::{DebugFileSink, JsonlFrameSink, TimelineDbSink, TurnsDbSink};
+use reel_sinks::{DebugFileSink, JsonlFrameSink};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -84,30 +84,7 @@ pub async fn run(invocation: Invocation) -> u8 {
     };
     let persisted = opened.is_some();
     let mut session = match opened {
-        Some(opened) => {
-            let ordinal = opened.log.last_ordinal();
-            if let Some(store) = opened.timeline {
-                fanout.attach(Box::new(TimelineDbSink::new(
-                    store,
-                    opened.session_id.clone(),
-                    opened.state.clone(),
-                    opened.entities_ordinal,
-                )));
-            }
-            if let Some(store) = opened.turns {
-                fanout.attach(Box::new(TurnsDbSink::new(
-                    store,
-                    opened.session_id.clone(),
-                    opened.state.context.clone(),
-                    ordinal,
-                )));
-            }
-            let mut session = Session::resume(opened.session_id, fanout, opened.state, opened.log);
-            if let Some(archive) = opened.archive {
-                session.keep_entities_in(Box::new(archive));
-            }
-            session
-        }
+        Some(opened) => persistence::session_of(opened, fanout),
         None => Session::new(args.session_id.clone().unwrap_or_else(new_id), fanout),
     };
     let none: Arc<str> = Arc::from("");
