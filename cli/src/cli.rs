@@ -45,6 +45,8 @@ pub enum Action {
     Tail(crate::inspect::tail::TailArgs),
     /// Delete a session (refused while a process writes it).
     Rm(crate::inspect::RmArgs),
+    /// Host many sessions over HTTP and Server-Sent Events.
+    Serve(crate::serve::ServeArgs),
 }
 
 /// How `run-command` writes its result on stdout.
@@ -196,6 +198,7 @@ pub enum Parsed {
     RunCommand(Box<Invocation>),
     Bench(crate::bench::BenchArgs),
     Verify(crate::verify::VerifyArgs),
+    Serve(crate::serve::ServeArgs),
     /// One of the session commands (sessions, show, export, replay, fork, tail).
     Inspect(Box<Action>),
 }
@@ -245,6 +248,7 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
     match cli.action {
         Action::Bench(bench) => Parsed::Bench(bench),
         Action::Verify(verify) => Parsed::Verify(verify),
+        Action::Serve(serve) => Parsed::Serve(serve),
         action @ (Action::Sessions(_)
         | Action::Show(_)
         | Action::Export(_)

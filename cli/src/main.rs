@@ -11,6 +11,7 @@ mod persistence;
 mod prepare;
 mod run_command;
 mod same_file;
+mod serve;
 mod signals;
 mod stdin_rpc;
 mod template;
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
             cli::Parsed::RunCommand(invocation) => run_command::run(*invocation).await,
             cli::Parsed::Bench(args) => bench::run(args).await,
             cli::Parsed::Verify(args) => verify::run(args).await,
+            cli::Parsed::Serve(args) => serve::run(args).await,
             cli::Parsed::Inspect(action) => inspect::run(*action).await,
         }
     });

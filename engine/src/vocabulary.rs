@@ -89,6 +89,14 @@ vocabulary! {
         BudgetExceeded = "budget_exceeded",
         ContextOverflow = "context_overflow",
         NothingToCompact = "nothing_to_compact",
+        /// `reel serve`: no session has this id.
+        SessionNotFound = "session_not_found",
+        /// `reel serve`: a session with this id exists already.
+        SessionExists = "session_exists",
+        /// `reel serve`: the bearer token is missing or wrong.
+        Unauthorized = "unauthorized",
+        /// `reel serve`: an event stream's cursor is past the session's last event.
+        CursorOutOfRange = "cursor_out_of_range",
     }
 }
 

@@ -14,6 +14,7 @@ mod local_llm;
 mod peak_rss;
 mod pg_schema;
 mod rpc_client;
+pub mod served;
 pub mod sse_server;
 pub mod stored;
 mod timeline_db;
@@ -272,7 +273,7 @@ mod tests {
         let root = super::repo_root();
         let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
         assert!(readme.contains(
-            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine\n                        -> allocator"
+            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine\n                        -> server  -> engine\n                        -> allocator"
         ));
         let expected: &[(&str, &[&str])] = &[
             (
@@ -281,10 +282,12 @@ mod tests {
                     "reel-allocator",
                     "reel-engine",
                     "reel-proto",
+                    "reel-server",
                     "reel-sinks",
                     "reel-storage",
                 ],
             ),
+            ("server", &["reel-engine", "reel-proto"]),
             ("allocator", &[]),
             ("sinks", &["reel-engine", "reel-proto"]),
             ("storage", &["reel-engine", "reel-proto"]),

@@ -1,0 +1,236 @@
+//! `reel serve`: many sessions in one process over HTTP and Server-Sent Events (see the
+//! `reel-server` crate). Every session runs the one command file `--command` names; this module
+//! is what the server asks for sessions: it opens them in the timeline database, with their
+//! command file prepared as `run-command --stdin-rpc --session-id ID --resume` would.
+
+use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, sync::Arc};
+
+use anyhow::Context;
+use clap::{Args, Parser};
+use reel_engine::{Commit, Fanout, LogStore, SessionCatalog, Sink, StoreError, error_chain};
+use reel_server::{OpenedSession, RunSetup, ServeOptions, SessionSource, SourceError};
+use reel_storage::{Access, Location, TimelineStore, open_timeline};
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    cli::{Invocation, RunCommandArgs},
+    command_file::CommandFile,
+    persistence::{self, Stores},
+    prepare::prepare,
+    run_command::exit,
+    signals::SignalWatch,
+};
+
+/// `reel serve` flags.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Where to listen, e.g. 127.0.0.1:8080 (port 0 takes a free one; the address is printed
+    /// on stderr). Without --token-env only a loopback address is allowed.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// The command file every session runs (its provider, system prompt and tools).
+    #[arg(long, value_name = "FILE")]
+    pub command: PathBuf,
+    /// The SQLite timeline database that holds the sessions (created if missing).
+    #[arg(long, value_name = "PATH", required_unless_present = "timeline_dsn")]
+    pub timeline_db: Option<PathBuf>,
+    /// A PostgreSQL timeline database instead, e.g. postgres://user@host/db.
+    #[arg(long, value_name = "DSN", conflicts_with = "timeline_db")]
+    pub timeline_dsn: Option<String>,
+    /// The environment variable holding the bearer token every route but /healthz needs.
+    #[arg(long, value_name = "NAME")]
+    pub token_env: Option<String>,
+}
+
+pub async fn run(args: ServeArgs) -> u8 {
+    match serve(args).await {
+        Ok(()) => exit::OK,
+        Err(error) => {
+            tracing::error!("{}", error_chain(error.as_ref()));
+            exit::FAILED
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let token = match &args.token_env {
+        Some(name) => Some(
+            std::env::var(name)
+                .ok()
+                .filter(|token| !token.trim().is_empty())
+                .with_context(|| format!("--token-env {name}: the variable is not set or empty"))?,
+        ),
+        None => None,
+    };
+    let sessions = CommandSessions::open(&args).await?;
+    let stop = CancellationToken::new();
+    let _signals = SignalWatch::install(stop.clone()).context("cannot watch for signals")?;
+    let options = ServeOptions {
+        listen: args.listen,
+        token,
+    };
+    let stopped = stop.clone();
+    reel_server::serve(
+        options,
+        Arc::new(sessions),
+        async move { stopped.cancelled().await },
+        |address| tracing::info!("reel serve: listening on http://{address}"),
+    )
+    .await?;
+    tracing::info!("reel serve: stopped");
+    Ok(())
+}
+
+/// Sessions kept in one timeline database, each running one command file.
+struct CommandSessions {
+    /// The first connection: others are opened beside it (never by opening the file again,
+    /// which would drop this process's locks on it).
+    base: Mutex<TimelineStore>,
+    shown: String,
+    command: PathBuf,
+    /// `run-command`'s flags for a served session, but its id.
+    template: RunCommandArgs,
+}
+
+/// What a new connection is for.
+#[derive(Clone, Copy)]
+enum Connection {
+    Reading,
+    Writing,
+}
+
+/// `run-command`'s flags, parsed as clap parses them (for their defaults).
+#[derive(Parser)]
+struct RunCommandLine {
+    #[command(flatten)]
+    args: RunCommandArgs,
+}
+
+impl CommandSessions {
+    async fn open(args: &ServeArgs) -> anyhow::Result<Self> {
+        let file = CommandFile::load(&args.command).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let location = match (&args.timeline_dsn, &args.timeline_db) {
+            (Some(dsn), _) => Location::dsn(dsn)?,
+            (None, Some(path)) => Location::path(path),
+            (None, None) => unreachable!("clap requires a database"),
+        };
+        let base = open_timeline(&location, Access::ReadWrite).await?;
+        let template = RunCommandLine::try_parse_from([
+            "run-command".as_ref(),
+            args.command.as_os_str(),
+            "--rpc".as_ref(),
+            "--stdin-rpc".as_ref(),
+            "--resume".as_ref(),
+            // Each session's own id replaces it.
+            "--session-id".as_ref(),
+            "served".as_ref(),
+        ])?
+        .args;
+        let sessions = Self {
+            base: Mutex::new(base),
+            shown: location.shown(),
+            command: args.command.clone(),
+            template,
+        };
+        // The command is checked now, not at the first session.
+        sessions
+            .invocation("check", file)
+            .and_then(|i| prepare(&i))?;
+        Ok(sessions)
+    }
+
+    /// A new connection to the database beside the first.
+    async fn beside(&self, kind: Connection) -> Result<TimelineStore, SourceError> {
+        let base = self.base.lock().await;
+        match kind {
+            Connection::Reading => base.reader().await,
+            Connection::Writing => base.sibling().await,
+        }
+        .map_err(failed)
+    }
+
+    /// A served session's `run-command` invocation.
+    fn invocation(&self, id: &str, command: CommandFile) -> anyhow::Result<Invocation> {
+        let mut args = self.template.clone();
+        args.session_id = Some(id.to_owned());
+        let variables: BTreeMap<String, String> = command
+            .variables
+            .iter()
+            .filter_map(|v| Some((v.name.clone(), v.default.clone()?)))
+            .collect();
+        Ok(Invocation {
+            args,
+            command: Ok(command),
+            variables,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionSource for CommandSessions {
+    async fn create(&self, id: &str) -> Result<(), SourceError> {
+        let mut store = self.beside(Connection::Writing).await?;
+        if store.exists(id).await.map_err(failed)? {
+            return Err(SourceError::Exists(format!(
+                "session {id:?} already exists in {}",
+                self.shown
+            )));
+        }
+        store.lease(id).await.map_err(failed)?;
+        // A commit of nothing makes the session's row: it exists before its first event.
+        let empty = Commit {
+            entities_ordinal: Some(0),
+            ..Commit::default()
+        };
+        let created = store.commit(id, &empty).await.map_err(failed);
+        store.release(id).await.map_err(failed)?;
+        created
+    }
+
+    async fn open(&self, id: &str, frames: Box<dyn Sink>) -> Result<OpenedSession, SourceError> {
+        let command =
+            CommandFile::load(&self.command).map_err(|e| SourceError::Failed(e.to_string()))?;
+        let invocation = self.invocation(id, command).map_err(anyhow_failed)?;
+        let prepared = prepare(&invocation).map_err(anyhow_failed)?;
+        let stores = Stores {
+            timeline: Some(self.beside(Connection::Writing).await?),
+            turns: None,
+            shown: self.shown.clone(),
+        };
+        let opened = persistence::open_in(stores, id.to_owned(), true, false)
+            .await
+            .map_err(anyhow_failed)?;
+        let mut fanout = Fanout::new();
+        fanout.attach(frames);
+        let session = persistence::session_of(opened, fanout);
+        let runs = RunSetup {
+            provider: prepared.provider,
+            system_prompt: prepared.system_prompt,
+            settings: prepared.settings,
+            tools: prepared.tools,
+            budgets: prepared.budgets,
+            context_policy: prepared.context_policy,
+        };
+        Ok(OpenedSession { session, runs })
+    }
+
+    async fn catalog(&self) -> Result<Box<dyn SessionCatalog>, SourceError> {
+        Ok(Box::new(self.beside(Connection::Reading).await?))
+    }
+}
+
+fn failed(error: StoreError) -> SourceError {
+    match error {
+        StoreError::Busy(message) => SourceError::Busy(message),
+        StoreError::NotFound(message) => SourceError::NotFound(message),
+        other => SourceError::Failed(error_chain(&other)),
+    }
+}
+
+fn anyhow_failed(error: anyhow::Error) -> SourceError {
+    match error.downcast::<StoreError>() {
+        Ok(store) => failed(store),
+        Err(other) => SourceError::Failed(error_chain(other.as_ref())),
+    }
+}

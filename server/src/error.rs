@@ -1,0 +1,83 @@
+//! Errors as JSON, with the error codes the frames use: `{"error": {"code", "message"}}`.
+
+use axum::{
+    Json,
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use reel_engine::{ErrorCode, StoreError};
+
+use crate::source::SourceError;
+
+/// A request the server refuses, and how.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn not_found(id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::SessionNotFound,
+            format!("there is no session {id:?}"),
+        )
+    }
+}
+
+impl From<SourceError> for ApiError {
+    fn from(error: SourceError) -> Self {
+        let (status, code) = match &error {
+            SourceError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::SessionNotFound),
+            SourceError::Exists(_) => (StatusCode::CONFLICT, ErrorCode::SessionExists),
+            SourceError::Busy(_) => (StatusCode::CONFLICT, ErrorCode::SessionBusy),
+            SourceError::InvalidId(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidSessionId),
+            SourceError::Failed(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ErrorCode::RunnerInitFailed,
+            ),
+        };
+        Self::new(status, code, error.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        tracing::error!("{}", reel_engine::error_chain(&error));
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::StorageFailed,
+            reel_engine::error_chain(&error),
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({
+            "error": { "code": self.code.as_str(), "message": self.message }
+        });
+        let mut response = (self.status, Json(body)).into_response();
+        if self.code == ErrorCode::Unauthorized {
+            let challenge = header::HeaderValue::from_static("Bearer");
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, challenge);
+        }
+        response
+    }
+}

@@ -1,0 +1,183 @@
+//! A hosted session's frames as its subscribers receive them: each encoded once, with its place
+//! in the session's stream, and broadcast to every subscriber without ever waiting for one.
+//!
+//! The place is the cursor a client resumes from. Several frames can come from one log event
+//! (a segment's end and its provider call's end share an ordinal), so a frame's SSE id is its
+//! ordinal when it is the last frame of that ordinal, and `ORDINAL.INDEX` before that: a
+//! client that dropped between two frames of one event resumes exactly between them, and a
+//! plain ordinal always means "everything of that event".
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+};
+
+use reel_engine::{Acks, Output, OutputBatch, OutputKind, Sink, SinkError};
+use reel_proto::json;
+use tokio::sync::{broadcast, mpsc};
+
+/// Where a frame sits in a session's stream: its event's ordinal and its index among that
+/// event's frames ([`Position::LAST`] for the last one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position {
+    pub ordinal: u64,
+    pub index: u32,
+}
+
+impl Position {
+    /// The index of an event's last frame, so that `N` sorts after every `N.k`.
+    pub const LAST: u32 = u32::MAX;
+
+    /// Everything of event `ordinal` and before.
+    pub fn through(ordinal: u64) -> Self {
+        Self {
+            ordinal,
+            index: Self::LAST,
+        }
+    }
+
+    /// The SSE id: `N`, or `N.k` for a frame before its event's last.
+    pub fn id(&self) -> String {
+        match self.index {
+            Self::LAST => self.ordinal.to_string(),
+            index => format!("{}.{index}", self.ordinal),
+        }
+    }
+
+    /// A cursor as a client sends it (`Last-Event-ID` or `?after=`); `None` when it is not one.
+    pub fn parse(cursor: &str) -> Option<Self> {
+        let cursor = cursor.trim();
+        match cursor.split_once('.') {
+            None => cursor.parse().ok().map(Self::through),
+            Some((ordinal, index)) => Some(Self {
+                ordinal: ordinal.parse().ok()?,
+                index: index.parse().ok().filter(|i| *i != Self::LAST)?,
+            }),
+        }
+    }
+}
+
+/// One frame, encoded as its JSON line (without the newline).
+#[derive(Debug)]
+pub struct Frame {
+    /// Its place, for the frames of log events; `None` for the frames a request adds (its
+    /// closing snapshot, errors, done), which are not on the log and never replayed.
+    pub position: Option<Position>,
+    /// Empty for a log event that projects to no frame: a marker that says the event passed,
+    /// so that a subscriber need not look for it in the store. It is never sent.
+    pub json: String,
+}
+
+impl Frame {
+    /// Whether it only marks a log event that has no frames.
+    pub fn is_marker(&self) -> bool {
+        self.json.is_empty()
+    }
+}
+
+/// The frames `output` becomes (without backend events); a log event without any becomes a
+/// [marker](Frame::is_marker).
+pub fn frames_of(output: &Output) -> Vec<Frame> {
+    let mut lines = Vec::new();
+    let encoded = output.for_each_line(false, |line| {
+        lines.push(json::to_string(&line)?);
+        Ok::<_, serde_json::Error>(())
+    });
+    if let Err(error) = encoded {
+        tracing::error!("cannot encode a frame: {error}");
+        return Vec::new();
+    }
+    let ordinal = match &output.kind {
+        OutputKind::Event(committed) => Some(committed.entry.ordinal),
+        _ => None,
+    };
+    if lines.is_empty()
+        && let Some(ordinal) = ordinal
+    {
+        return vec![Frame {
+            position: Some(Position::through(ordinal)),
+            json: String::new(),
+        }];
+    }
+    let count = lines.len();
+    lines
+        .into_iter()
+        .enumerate()
+        .map(|(at, json)| Frame {
+            position: ordinal.map(|ordinal| Position {
+                ordinal,
+                index: if at + 1 == count {
+                    Position::LAST
+                } else {
+                    at as u32
+                },
+            }),
+            json,
+        })
+        .collect()
+}
+
+/// The sink that hands a hosted session's frames to its subscribers. It never waits: a
+/// subscriber that falls behind loses frames from the broadcast and catches up from the store.
+pub struct FramesSink {
+    frames: broadcast::Sender<Arc<Frame>>,
+    /// The newest ordinal it has broadcast (a cursor past it, and past the store, is an error).
+    last_ordinal: Arc<AtomicU64>,
+}
+
+impl FramesSink {
+    pub fn new(frames: broadcast::Sender<Arc<Frame>>, last_ordinal: Arc<AtomicU64>) -> Self {
+        Self {
+            frames,
+            last_ordinal,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for FramesSink {
+    fn name(&self) -> String {
+        "subscribers".into()
+    }
+
+    async fn run(
+        self: Box<Self>,
+        mut input: mpsc::Receiver<OutputBatch>,
+        _acks: Acks,
+    ) -> Result<(), SinkError> {
+        while let Some(batch) = input.recv().await {
+            for output in batch.iter() {
+                for frame in frames_of(output) {
+                    if let Some(position) = frame.position {
+                        self.last_ordinal
+                            .fetch_max(position.ordinal, Ordering::Release);
+                    }
+                    // No subscriber is no error: frames are on the log for later ones.
+                    let _ = self.frames.send(Arc::new(frame));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_order_the_frames_of_one_event_and_parse_back() {
+        let first = Position {
+            ordinal: 7,
+            index: 0,
+        };
+        assert_eq!(first.id(), "7.0");
+        assert_eq!(Position::through(7).id(), "7");
+        assert!(first < Position::through(7) && Position::through(7) < Position::through(8));
+        assert_eq!(Position::parse("7.0"), Some(first));
+        assert_eq!(Position::parse(" 12 "), Some(Position::through(12)));
+        for bad in ["", "x", "-1", "7.", "7.x", "1.2.3", "7.4294967295"] {
+            assert_eq!(Position::parse(bad), None, "{bad:?}");
+        }
+    }
+}

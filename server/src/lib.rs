@@ -1,0 +1,92 @@
+//! `reel serve`: many sessions in one process, over HTTP and Server-Sent Events.
+//!
+//! The request vocabulary is stdin RPC's and the frames are the same `RpcLine`s: a request
+//! posted to a session goes to that session's writer, exactly as a line on a `--stdin-rpc`
+//! process's stdin would, and every subscriber of its event stream reads the frames one stdout
+//! would carry. A stream resumes from any event id (the log's ordinal is the cursor) with no gap
+//! and no duplicate, also across a restart of the server.
+//!
+//! The binary hands the server its sessions through [`SessionSource`] (it knows command files,
+//! providers and databases); the server hosts them ([`host`]), fans their frames out
+//! ([`frames`]), streams them to each subscriber ([`subscription`]) and routes HTTP to them
+//! ([`api`]).
+
+mod api;
+mod auth;
+mod error;
+mod frames;
+mod host;
+mod source;
+mod subscription;
+
+use std::{future::Future, net::SocketAddr, sync::Arc};
+
+use axum::{Router, middleware, routing::get};
+
+pub use frames::Position;
+pub use source::{OpenedSession, RunSetup, SessionSource, SourceError};
+
+/// How a server listens.
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    /// The bearer token every route but `/healthz` needs; without one the server listens on
+    /// a loopback address only.
+    pub token: Option<String>,
+}
+
+/// Why a server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(
+        "refusing to listen on {0} without a token: anyone who can reach it could drive every session; pass --token-env NAME, or listen on 127.0.0.1"
+    )]
+    Unprotected(SocketAddr),
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the server stopped: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Serves `source`'s sessions until `stop` resolves; then stops every session (running submits
+/// end with `ChatRunStopped`), ends every stream and releases every lease. `listening` hears
+/// the address once the server accepts connections (port 0 picks a free one).
+pub async fn serve(
+    options: ServeOptions,
+    source: Arc<dyn SessionSource>,
+    stop: impl Future<Output = ()> + Send + 'static,
+    listening: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    if options.token.is_none() && !options.listen.ip().is_loopback() {
+        return Err(ServeError::Unprotected(options.listen));
+    }
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            address: options.listen,
+            source,
+        })?;
+    let address = listener.local_addr().map_err(ServeError::Serve)?;
+    let host = Arc::new(host::Host::new(source));
+    let mut app = api::routes(Arc::clone(&host));
+    if let Some(token) = options.token {
+        let token = auth::Token(Arc::from(token));
+        app = app.layer(middleware::from_fn_with_state(token, auth::require_token));
+    }
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .merge(app);
+    listening(address);
+    // Sessions stop before the server waits for its connections: their streams end with them.
+    let stopping = Arc::clone(&host);
+    let shutdown = async move {
+        stop.await;
+        stopping.shut_down().await;
+    };
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(ServeError::Serve)
+}

@@ -1,0 +1,259 @@
+//! One subscriber of a session's frames: the frames after its cursor from the store, then the
+//! live ones, with no gap and no duplicate.
+//!
+//! It subscribes to the live broadcast before it reads the store, so nothing emitted after it
+//! started can be missed; frames the store has already given are dropped by their position.
+//! Whenever a live frame skips ahead of what it has sent (frames emitted before it subscribed
+//! and committed since, or frames lost because it fell behind the broadcast), it reads the
+//! missing ones from the store first. A subscriber that cannot keep up therefore never slows
+//! the session: it reads from the store until it is current again.
+
+use std::{sync::Arc, time::Duration};
+
+use reel_engine::{ErrorCode, SessionCatalog, StoreError, StoredStream, hello_frame};
+use reel_proto::{
+    json,
+    rpc::{ErrorFrame, RpcLine, rpc_line},
+};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::{
+    frames::{Frame, Position, frames_of},
+    host::Hosted,
+};
+
+/// Frames queued for one subscriber's connection.
+const SUBSCRIBER_QUEUE: usize = 256;
+
+/// How long a subscriber waits for the store to hold events it saw live before it gives up
+/// (its client then reconnects with its cursor).
+const STORE_WAIT: Duration = Duration::from_secs(30);
+
+/// How often a subscriber waiting for the store looks again.
+const STORE_POLL: Duration = Duration::from_millis(20);
+
+/// Starts streaming session `id`'s frames after `cursor` (with none: its whole timeline as one
+/// snapshot, then what follows). The receiver ends when the session unloads or the stream
+/// fails; a cursor past the session's end gets hello and a terminal error.
+pub async fn subscribe(
+    hosted: &Hosted,
+    mut catalog: Box<dyn SessionCatalog>,
+    id: &str,
+    cursor: Option<Position>,
+) -> Result<mpsc::Receiver<Arc<Frame>>, StoreError> {
+    let Some(live) = hosted.subscribe() else {
+        return Err(StoreError::NotFound(format!(
+            "session {id} has just unloaded; open the stream again"
+        )));
+    };
+    // Every frame of an event up to here went out before this subscriber listened: it reads
+    // them from the store (waiting for their commit), the later ones come live.
+    let broadcast = hosted.last_ordinal();
+    let stored = catalog
+        .summary(id)
+        .await?
+        .map(|summary| summary.events)
+        .unwrap_or(0);
+    let last = stored.max(hosted.last_ordinal());
+    let (tx, rx) = mpsc::channel(SUBSCRIBER_QUEUE);
+    let mut stream = Stream {
+        id: id.to_owned(),
+        tx,
+        sent: Position::through(0),
+        stored: None,
+    };
+    stream
+        .send_line(rpc_line::Frame::Hello(hello_frame(&[])))
+        .await;
+    match cursor {
+        Some(cursor) if cursor.ordinal > last => {
+            let message = format!(
+                "the cursor {} is past session {id}'s last event, {last}",
+                cursor.id()
+            );
+            stream
+                .send_error(ErrorCode::CursorOutOfRange, message)
+                .await;
+            return Ok(rx);
+        }
+        Some(cursor) => stream.sent = cursor,
+        None => {
+            let whole = StoredStream::open(catalog.as_mut(), id, stored, Some(stored)).await?;
+            for frame in frames_of(&whole.snapshot()) {
+                let frame = Frame {
+                    position: Some(Position::through(stored)),
+                    json: frame.json,
+                };
+                stream.send(Arc::new(frame)).await;
+            }
+            stream.sent = Position::through(stored);
+        }
+    }
+    tokio::spawn(async move { stream.follow(catalog, live, broadcast).await });
+    Ok(rx)
+}
+
+/// What one subscriber has been sent.
+struct Stream {
+    id: String,
+    tx: mpsc::Sender<Arc<Frame>>,
+    /// The position of the newest frame sent.
+    sent: Position,
+    /// The store's events, read as far as the last catch-up went.
+    stored: Option<StoredStream>,
+}
+
+impl Stream {
+    /// Sends what the store holds after the cursor, through `broadcast` at least (what went
+    /// out before it subscribed), then the live frames.
+    async fn follow(
+        mut self,
+        mut catalog: Box<dyn SessionCatalog>,
+        mut live: broadcast::Receiver<Arc<Frame>>,
+        broadcast: u64,
+    ) {
+        if let Err(error) = self.catch_up(catalog.as_mut(), Some(broadcast)).await {
+            return self.fail(error).await;
+        }
+        loop {
+            let frame = match live.recv().await {
+                Ok(frame) => frame,
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::debug!("a subscriber of {} missed {missed} frames", self.id);
+                    match self.catch_up(catalog.as_mut(), None).await {
+                        Ok(()) => continue,
+                        Err(error) => return self.fail(error).await,
+                    }
+                }
+                // The session unloaded: its stream ends here; the client resumes later.
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            match frame.position {
+                Some(position) if position <= self.sent => continue,
+                Some(position) if !self.follows(position) => {
+                    let before = position.ordinal - 1;
+                    if let Err(error) = self.catch_up(catalog.as_mut(), Some(before)).await {
+                        return self.fail(error).await;
+                    }
+                    if position <= self.sent {
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            if !self.send(frame).await {
+                return;
+            }
+        }
+    }
+
+    /// Whether `position` comes right after what was sent.
+    fn follows(&self, position: Position) -> bool {
+        if self.sent.index == Position::LAST {
+            position.ordinal == self.sent.ordinal + 1
+        } else {
+            position.ordinal == self.sent.ordinal
+        }
+    }
+
+    /// Sends the stored frames after what was sent: to the store's end, or (`through`) up to
+    /// that ordinal, waiting for the store to commit it. The stored stream is opened once and
+    /// read on at each catch-up, so catching up costs the events it reads, not the session's
+    /// age.
+    async fn catch_up(
+        &mut self,
+        catalog: &mut dyn SessionCatalog,
+        through: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let mut stored = match self.stored.take() {
+            Some(stored) => stored,
+            None => {
+                // A cursor inside an event's frames starts from the event itself.
+                let from = match self.sent.index {
+                    Position::LAST => self.sent.ordinal,
+                    _ => self.sent.ordinal - 1,
+                };
+                StoredStream::open(catalog, &self.id, from, None).await?
+            }
+        };
+        let waited = tokio::time::Instant::now();
+        loop {
+            loop {
+                let page = stored.next_page(catalog).await?;
+                if page.is_empty() {
+                    break;
+                }
+                for output in &page {
+                    for frame in frames_of(output) {
+                        if frame.position.is_some_and(|p| p > self.sent)
+                            && !self.send(Arc::new(frame)).await
+                        {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            let caught_up = through.is_none_or(|through| self.sent.ordinal >= through);
+            if caught_up {
+                self.stored = Some(stored);
+                return Ok(());
+            }
+            if waited.elapsed() > STORE_WAIT {
+                return Err(StoreError::NotFound(format!(
+                    "event {} of session {} is not in the store after {} s",
+                    through.unwrap_or_default(),
+                    self.id,
+                    STORE_WAIT.as_secs()
+                )));
+            }
+            tokio::time::sleep(STORE_POLL).await;
+        }
+    }
+
+    /// Queues `frame` (a marker only moves the position on); `false` when the client has gone.
+    async fn send(&mut self, frame: Arc<Frame>) -> bool {
+        if let Some(position) = frame.position {
+            self.sent = self.sent.max(position);
+        }
+        frame.is_marker() || self.tx.send(frame).await.is_ok()
+    }
+
+    async fn send_line(&mut self, frame: rpc_line::Frame) -> bool {
+        let line = RpcLine {
+            version: reel_proto::rpc::PROTOCOL_VERSION,
+            session_id: self.id.clone(),
+            request_id: String::new(),
+            frame: Some(frame),
+        };
+        match json::to_string(&line) {
+            Ok(json) => {
+                self.send(Arc::new(Frame {
+                    position: None,
+                    json,
+                }))
+                .await
+            }
+            Err(error) => {
+                tracing::error!("cannot encode a frame: {error}");
+                false
+            }
+        }
+    }
+
+    async fn send_error(&mut self, code: ErrorCode, message: String) {
+        let error = ErrorFrame {
+            code: code.into(),
+            message,
+            terminal: true,
+            ..Default::default()
+        };
+        self.send_line(rpc_line::Frame::Error(error)).await;
+    }
+
+    /// Ends the stream with the store's failure; the client may resume from its cursor.
+    async fn fail(mut self, error: StoreError) {
+        tracing::warn!("a subscriber of {} stops: {error}", self.id);
+        let message = format!("{error}; reconnect with the last event id to go on");
+        self.send_error(ErrorCode::StorageFailed, message).await;
+    }
+}

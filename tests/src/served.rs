@@ -1,0 +1,337 @@
+//! A `reel serve` process on 127.0.0.1 for tests, and an HTTP client of it: reqwest for the
+//! requests, and eventsource-stream (the SSE parser reel's providers use) for event streams.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::Duration,
+};
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use reel_proto::rpc::rpc_line::Frame;
+
+use crate::{FrameLine, reel_binary, repo_root};
+
+/// A running `reel serve`; killed when dropped.
+pub struct Served {
+    pub child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    pub client: reqwest::Client,
+    /// stderr lines after the listening one, as they come.
+    pub stderr: mpsc::Receiver<String>,
+}
+
+impl Served {
+    /// Starts `reel serve --listen 127.0.0.1:0 --command COMMAND --timeline-db DB` with `extra`
+    /// flags and `env`, and waits until it listens.
+    pub fn start(command: &str, db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(reel_binary())
+            .args(["serve", "--listen", "127.0.0.1:0", "--command", command])
+            .arg("--timeline-db")
+            .arg(db)
+            .args(extra)
+            .env_remove("REEL_LOG")
+            .envs(env.iter().copied())
+            .current_dir(repo_root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("reel serve starts");
+        let stderr = BufReader::new(child.stderr.take().expect("piped"));
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let base = loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("reel serve says where it listens");
+            if let Some(at) = line.find("http://127.0.0.1:") {
+                break line[at..].trim().to_owned();
+            }
+        };
+        Self {
+            child,
+            base,
+            client: reqwest::Client::new(),
+            stderr: rx,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// POSTs `body` to `path`; returns the status and the JSON answer.
+    pub async fn post(&self, path: &str, body: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .post(self.url(path))
+            .body(body.to_owned())
+            .send()
+            .await
+            .expect("the server answers");
+        answer(response).await
+    }
+
+    /// POSTs to `path` a body that says it is `length` bytes long, sending only its first
+    /// kilobyte, and reads the answer: what a server does with a body over its limit before
+    /// it is read.
+    pub async fn post_oversized(&self, path: &str, length: usize) -> (u16, Value) {
+        let address = self.base.trim_start_matches("http://");
+        let mut stream = tokio::net::TcpStream::connect(address)
+            .await
+            .expect("the server accepts");
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+        );
+        stream
+            .write_all(head.as_bytes())
+            .await
+            .expect("the head goes out");
+        stream
+            .write_all(&[b' '; 1024])
+            .await
+            .expect("a first kilobyte");
+        let mut answer = Vec::new();
+        // The server may close the connection before reading the rest: that is the point.
+        let _ = stream.read_to_end(&mut answer).await;
+        let answer = String::from_utf8_lossy(&answer);
+        let status = answer
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let body = serde_json::from_str(body).unwrap_or(Value::String(answer.to_string()));
+        (status, body)
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("the server answers");
+        answer(response).await
+    }
+
+    /// Creates session `id`.
+    pub async fn create(&self, id: &str) {
+        let (status, body) = self
+            .post("/v1/sessions", &format!(r#"{{"id":"{id}"}}"#))
+            .await;
+        assert_eq!(status, 201, "{body}");
+    }
+
+    /// Posts one request line to session `id`; returns its request id.
+    pub async fn request(&self, id: &str, line: &str) -> String {
+        let (status, body) = self
+            .post(&format!("/v1/sessions/{id}/requests"), line)
+            .await;
+        assert_eq!(status, 202, "{body}");
+        body["requestId"].as_str().expect("a request id").to_owned()
+    }
+
+    /// Opens session `id`'s event stream, from `cursor` (as `Last-Event-ID`) when given.
+    pub async fn events(&self, id: &str, cursor: Option<&str>) -> Events {
+        let mut request = self
+            .client
+            .get(self.url(&format!("/v1/sessions/{id}/events")));
+        if let Some(cursor) = cursor {
+            request = request.header("Last-Event-ID", cursor);
+        }
+        let response = request.send().await.expect("the server answers");
+        assert_eq!(response.status(), 200);
+        let content_type = response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            content_type.starts_with("text/event-stream"),
+            "{content_type}"
+        );
+        Events::of(response.bytes_stream())
+    }
+
+    /// Opens session `id`'s event stream over a socket with a tiny receive buffer, as a client
+    /// on a slow link: once it stops reading, the server soon cannot write to it. (HTTP/1.0, so
+    /// the body is the event text itself.)
+    pub async fn events_slowly(&self, id: &str) -> Events {
+        let address: std::net::SocketAddr = self
+            .base
+            .trim_start_matches("http://")
+            .parse()
+            .expect("an address");
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket.set_recv_buffer_size(4096).expect("a small buffer");
+        let mut stream = socket.connect(address).await.expect("the server accepts");
+        let request = format!("GET /v1/sessions/{id}/events HTTP/1.0\r\n\r\n");
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .expect("the request goes out");
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            head.push(stream.read_u8().await.expect("the response's head"));
+        }
+        let head = String::from_utf8_lossy(&head);
+        assert!(head.starts_with("HTTP/1.0 200"), "{head}");
+        let body = futures::stream::unfold(stream, |mut stream| async move {
+            let mut buffer = vec![0; 8192];
+            match stream.read(&mut buffer).await {
+                Ok(0) => None,
+                Ok(read) => {
+                    buffer.truncate(read);
+                    Some((Ok(bytes::Bytes::from(buffer)), stream))
+                }
+                Err(error) => Some((Err(error), stream)),
+            }
+        });
+        Events::of(body)
+    }
+
+    /// Kills the server at once, as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn answer(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("a body");
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, body)
+}
+
+/// One event of a stream: its SSE id and its frame.
+#[derive(Debug, Clone)]
+pub struct StreamedFrame {
+    pub id: String,
+    pub frame: FrameLine,
+}
+
+type EventStream = std::pin::Pin<
+    Box<dyn futures::Stream<Item = Result<eventsource_stream::Event, String>> + Send>,
+>;
+
+/// A session's event stream.
+pub struct Events {
+    inner: EventStream,
+}
+
+impl Events {
+    fn of<B, E>(body: B) -> Self
+    where
+        B: futures::Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        let events =
+            eventsource_stream::EventStream::new(body).map(|e| e.map_err(|e| e.to_string()));
+        Self {
+            inner: Box::pin(events),
+        }
+    }
+
+    /// The next frame; `None` when the stream ended (or stayed silent for a minute).
+    pub async fn next(&mut self) -> Option<StreamedFrame> {
+        let event = tokio::time::timeout(Duration::from_secs(60), self.inner.next())
+            .await
+            .ok()??
+            .expect("a well-formed SSE event");
+        let frame = crate::parse_frames(format!("{}\n", event.data).as_bytes())
+            .pop()
+            .expect("one frame per event");
+        Some(StreamedFrame {
+            id: event.id,
+            frame,
+        })
+    }
+
+    /// Frames up to and with the `done` of request `rid`.
+    pub async fn until_done(&mut self, rid: &str) -> Vec<StreamedFrame> {
+        let mut frames = Vec::new();
+        while let Some(frame) = self.next().await {
+            let done = frame.frame.line.request_id == rid && frame.frame.done_status().is_some();
+            frames.push(frame);
+            if done {
+                return frames;
+            }
+        }
+        let shown: Vec<&str> = frames
+            .iter()
+            .rev()
+            .take(3)
+            .map(|f| f.frame.text.as_str())
+            .collect();
+        panic!(
+            "the stream ended before {rid}'s done, after {} frames; the last: {shown:?}",
+            frames.len()
+        );
+    }
+
+    /// Frames until one with SSE id `id`, with it.
+    pub async fn until_id(&mut self, id: &str) -> Vec<StreamedFrame> {
+        let mut frames = Vec::new();
+        while let Some(frame) = self.next().await {
+            let last = frame.id == id;
+            frames.push(frame);
+            if last {
+                return frames;
+            }
+        }
+        panic!("the stream ended before id {id}: {frames:?}");
+    }
+}
+
+/// An echoing command (the scripted provider with no script echoes the prompt word by word).
+pub fn echo_command() -> String {
+    repo_root()
+        .join("examples/echo.yaml")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The ui events among `frames`, as (ordinal, name, payload): what a stream says whichever
+/// request it was read under.
+pub fn ui_events(frames: &[StreamedFrame]) -> Vec<(u64, String, Value)> {
+    frames
+        .iter()
+        .filter_map(|f| match f.frame.frame() {
+            Frame::UiEvent(ui) => Some((
+                ui.ordinal,
+                ui.name.clone(),
+                f.frame.json["uiEvent"]["payload"].clone(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The text of the finished text segments among `frames`.
+pub fn text_of(frames: &[StreamedFrame]) -> String {
+    ui_events(frames)
+        .iter()
+        .filter(|(_, name, _)| name == "ChatTextSegmentFinished")
+        .map(|(_, _, payload)| payload["text"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
