@@ -147,12 +147,18 @@ impl Sink for FramesSink {
     ) -> Result<(), SinkError> {
         while let Some(batch) = input.recv().await {
             for output in batch.iter() {
+                // Before it is sent: a subscriber that listens after this reads it from the
+                // store.
+                if let OutputKind::Event(committed) = &output.kind {
+                    self.last_ordinal
+                        .fetch_max(committed.entry.ordinal, Ordering::Release);
+                }
+                // With nobody listening nothing is encoded: later subscribers read the store.
+                if self.frames.receiver_count() == 0 {
+                    continue;
+                }
                 for frame in frames_of(output) {
-                    if let Some(position) = frame.position {
-                        self.last_ordinal
-                            .fetch_max(position.ordinal, Ordering::Release);
-                    }
-                    // No subscriber is no error: frames are on the log for later ones.
+                    // A subscriber gone since is no error.
                     let _ = self.frames.send(Arc::new(frame));
                 }
             }
