@@ -134,9 +134,7 @@ impl CommandSessions {
             template,
         };
         // The command is checked now, not at the first session.
-        sessions
-            .invocation("check", file)
-            .and_then(|i| prepare(&i))?;
+        prepare(&sessions.invocation("check", file))?;
         Ok(sessions)
     }
 
@@ -151,7 +149,7 @@ impl CommandSessions {
     }
 
     /// A served session's `run-command` invocation.
-    fn invocation(&self, id: &str, command: CommandFile) -> anyhow::Result<Invocation> {
+    fn invocation(&self, id: &str, command: CommandFile) -> Invocation {
         let mut args = self.template.clone();
         args.session_id = Some(id.to_owned());
         let variables: BTreeMap<String, String> = command
@@ -159,11 +157,11 @@ impl CommandSessions {
             .iter()
             .filter_map(|v| Some((v.name.clone(), v.default.clone()?)))
             .collect();
-        Ok(Invocation {
+        Invocation {
             args,
             command: Ok(command),
             variables,
-        })
+        }
     }
 }
 
@@ -191,7 +189,7 @@ impl SessionSource for CommandSessions {
     async fn open(&self, id: &str, frames: Box<dyn Sink>) -> Result<OpenedSession, SourceError> {
         let command =
             CommandFile::load(&self.command).map_err(|e| SourceError::Failed(e.to_string()))?;
-        let invocation = self.invocation(id, command).map_err(anyhow_failed)?;
+        let invocation = self.invocation(id, command);
         let prepared = prepare(&invocation).map_err(anyhow_failed)?;
         let stores = Stores {
             timeline: Some(self.beside(Connection::Writing).await?),

@@ -31,10 +31,19 @@ impl Served {
     /// Starts `reel serve --listen 127.0.0.1:0 --command COMMAND --timeline-db DB` with `extra`
     /// flags and `env`, and waits until it listens.
     pub fn start(command: &str, db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let db = db.to_str().expect("a UTF-8 path");
+        Self::start_on(command, &["--timeline-db", db], extra, env)
+    }
+
+    /// As [`Served::start`], on a PostgreSQL timeline database.
+    pub fn start_postgres(command: &str, dsn: &str) -> Self {
+        Self::start_on(command, &["--timeline-dsn", dsn], &[], &[])
+    }
+
+    fn start_on(command: &str, store: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(reel_binary())
             .args(["serve", "--listen", "127.0.0.1:0", "--command", command])
-            .arg("--timeline-db")
-            .arg(db)
+            .args(store)
             .args(extra)
             .env_remove("REEL_LOG")
             .envs(env.iter().copied())

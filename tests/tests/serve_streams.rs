@@ -190,3 +190,36 @@ async fn a_subscriber_that_falls_behind_catches_up_from_the_store_without_a_gap(
         "the slow subscriber fell behind the broadcast: {said:?}"
     );
 }
+
+#[tokio::test]
+async fn sessions_are_served_and_resumed_from_postgresql_too() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    let mut served = Served::start_postgres(&echo_command(), &schema.dsn);
+    served.create("pg").await;
+    let mut events = served.events("pg", None).await;
+    let rid = served
+        .request("pg", r#"{"submit":{"prompt":"from postgres"}}"#)
+        .await;
+    let first = events.until_done(&rid).await;
+    assert_eq!(text_of(&first), "from postgres");
+    let ids: Vec<String> = first.iter().map(|f| f.id.clone()).collect();
+    let whole = ui_events(&first);
+    // Killed and started again, it streams the rest after any id from the database.
+    served.kill();
+    let served = Served::start_postgres(&echo_command(), &schema.dsn);
+    let middle = ids
+        .iter()
+        .position(|id| id.contains('.'))
+        .expect("an event with several frames");
+    let mut resumed = served.events("pg", Some(&ids[middle])).await;
+    resumed.next().await;
+    let last = whole.last().unwrap().0.to_string();
+    let rest = ui_events(&resumed.until_id(&last).await);
+    let at = whole
+        .iter()
+        .position(|(o, _, _)| ids[middle].starts_with(&format!("{o}.")))
+        .unwrap();
+    assert_eq!(rest, whole[at + 1..]);
+}
