@@ -169,19 +169,26 @@ impl CommandSessions {
 impl SessionSource for CommandSessions {
     async fn create(&self, id: &str) -> Result<(), SourceError> {
         let mut store = self.beside(Connection::Writing).await?;
-        if store.exists(id).await.map_err(failed)? {
-            return Err(SourceError::Exists(format!(
-                "session {id:?} already exists in {}",
-                self.shown
-            )));
+        // The lease first: of two creations of one id, the second then finds the first's. A
+        // session someone holds exists (or is being created).
+        let exists =
+            || SourceError::Exists(format!("session {id:?} already exists in {}", self.shown));
+        match store.lease(id).await {
+            Err(StoreError::Busy(_)) => return Err(exists()),
+            other => other.map_err(failed)?,
         }
-        store.lease(id).await.map_err(failed)?;
-        // A commit of nothing makes the session's row: it exists before its first event.
-        let empty = Commit {
-            entities_ordinal: Some(0),
-            ..Commit::default()
+        let created = match store.exists(id).await.map_err(failed) {
+            Ok(true) => Err(exists()),
+            // A commit of nothing makes the session's row: it exists before its first event.
+            Ok(false) => {
+                let empty = Commit {
+                    entities_ordinal: Some(0),
+                    ..Commit::default()
+                };
+                store.commit(id, &empty).await.map_err(failed)
+            }
+            Err(error) => Err(error),
         };
-        let created = store.commit(id, &empty).await.map_err(failed);
         store.release(id).await.map_err(failed)?;
         created
     }

@@ -59,6 +59,12 @@ async fn sessions_are_created_listed_driven_and_streamed() {
     let rid = served.request("s1", r#"{"snapshot":{}}"#).await;
     assert!(!rid.is_empty());
     events.until_done(&rid).await;
+    // Loaded (its lease held), it still exists to a creation.
+    let (status, body) = served.post("/v1/sessions", r#"{"id":"s1"}"#).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("session_exists"))
+    );
 
     let (status, list) = served.get("/v1/sessions").await;
     assert_eq!(status, 200);
