@@ -12,7 +12,7 @@ use std::{
 };
 
 use reel_engine::{Incoming, ServeConfig, serve};
-use tokio::sync::{Mutex, broadcast, mpsc};
+use tokio::sync::{OnceCell, broadcast, mpsc};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
@@ -59,17 +59,21 @@ impl Hosted {
 /// The loaded sessions of one server.
 pub struct Host {
     source: Arc<dyn SessionSource>,
-    loaded: Mutex<HashMap<String, Arc<Hosted>>>,
+    /// A slot per session asked for: loading one session waits for nothing but its own load.
+    loaded: std::sync::Mutex<HashMap<String, Arc<Slot>>>,
     /// Stops every session (their running submits end with `ChatRunStopped`).
     stop: CancellationToken,
     writers: TaskTracker,
 }
 
+/// Where one session is loaded, once, however many requests ask for it at a time.
+type Slot = OnceCell<Arc<Hosted>>;
+
 impl Host {
     pub fn new(source: Arc<dyn SessionSource>) -> Self {
         Self {
             source,
-            loaded: Mutex::new(HashMap::new()),
+            loaded: std::sync::Mutex::new(HashMap::new()),
             stop: CancellationToken::new(),
             writers: TaskTracker::new(),
         }
@@ -81,11 +85,29 @@ impl Host {
 
     /// The loaded session `id`, loading it from the store when it is not.
     pub async fn session(&self, id: &str) -> Result<Arc<Hosted>, SourceError> {
-        // One lock for the lookup and the load: two first requests load a session once.
-        let mut loaded = self.loaded.lock().await;
-        if let Some(hosted) = loaded.get(id).filter(|h| h.is_loaded()) {
-            return Ok(Arc::clone(hosted));
+        loop {
+            let slot = Arc::clone(self.slots().entry(id.to_owned()).or_default());
+            let hosted = slot.get_or_try_init(|| self.load(id)).await?;
+            if hosted.is_loaded() {
+                return Ok(Arc::clone(hosted));
+            }
+            // It has unloaded since: its slot goes (unless another request replaced it already).
+            let mut slots = self.slots();
+            if slots.get(id).is_some_and(|now| Arc::ptr_eq(now, &slot)) {
+                slots.remove(id);
+            }
         }
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Slot>>> {
+        // A panic while the lock was held left the map whole (inserts and removals only).
+        self.loaded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Opens session `id` and starts its writer.
+    async fn load(&self, id: &str) -> Result<Arc<Hosted>, SourceError> {
         let (frames, _) = broadcast::channel(BROADCAST_FRAMES);
         let last_ordinal = Arc::new(AtomicU64::new(0));
         let weak = frames.downgrade();
@@ -95,21 +117,19 @@ impl Host {
         let (requests, incoming) = mpsc::channel(REQUEST_QUEUE);
         self.writers
             .spawn(write_session(opened, incoming, self.stop.child_token()));
-        let hosted = Arc::new(Hosted {
+        tracing::info!("session {id} loaded");
+        Ok(Arc::new(Hosted {
             requests,
             frames: weak,
             last_ordinal,
-        });
-        loaded.insert(id.to_owned(), Arc::clone(&hosted));
-        tracing::info!("session {id} loaded");
-        Ok(hosted)
+        }))
     }
 
     /// Stops every session and waits until each has flushed and released its lease.
     pub async fn shut_down(&self) {
         self.stop.cancel();
         // Dropping the request senders ends each writer once its running submit is stopped.
-        self.loaded.lock().await.clear();
+        self.slots().clear();
         self.writers.close();
         self.writers.wait().await;
     }
