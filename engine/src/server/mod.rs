@@ -145,8 +145,7 @@ impl<'a> Server<'a> {
                             .session
                             .fail_run(&mut run, RunFailure::storage(&failure))
                             .await;
-                        self.answer_submit(run.request_id(), run.ordinal_before(), &outcome)
-                            .await;
+                        self.answer_submit(&run, &outcome).await;
                     }
                     // Between requests (a heartbeat found the lease gone, say): said without a
                     // request to answer.
@@ -266,8 +265,7 @@ impl<'a> Server<'a> {
         let run = self.active.as_mut().expect("a run is active");
         if let Some(outcome) = self.session.step(run, event).await {
             let run = self.active.take().expect("a run is active");
-            self.answer_submit(run.request_id(), run.ordinal_before(), &outcome)
-                .await;
+            self.answer_submit(&run, &outcome).await;
             if !self.session.storage_failed() {
                 self.start_next_follow_up().await;
             }
@@ -280,10 +278,11 @@ impl<'a> Server<'a> {
     /// The end of a submit: a snapshot of what the run created or changed (a long session's
     /// whole timeline after every submit would make the session quadratic), an error if it
     /// failed, and done.
-    /// (It takes the run's request id and first ordinal, not the run: a reference to the run
-    /// held across an await would keep the serving future from moving between threads.)
-    async fn answer_submit(&mut self, rid: &Arc<str>, ordinal_before: u64, outcome: &RunOutcome) {
-        self.session.emit_snapshot_since(rid, ordinal_before).await;
+    async fn answer_submit(&mut self, run: &ActiveRun<'_>, outcome: &RunOutcome) {
+        let rid = run.request_id();
+        self.session
+            .emit_snapshot_since(rid, run.ordinal_before())
+            .await;
         // A storage failure is reported once, as the terminal error the done brings.
         if let RunOutcome::Failed(failure) = outcome
             && !failure.is_storage()
@@ -302,8 +301,7 @@ impl<'a> Server<'a> {
     async fn stop_active(&mut self) {
         if let Some(mut run) = self.active.take() {
             let outcome = self.session.stop_run(&mut run).await;
-            self.answer_submit(run.request_id(), run.ordinal_before(), &outcome)
-                .await;
+            self.answer_submit(&run, &outcome).await;
         }
         self.start_next_follow_up().await;
         if self.active.is_none() {
