@@ -45,7 +45,7 @@ pub enum Action {
     Tail(crate::inspect::tail::TailArgs),
     /// Delete a session (refused while a process writes it).
     Rm(crate::inspect::RmArgs),
-    /// Host many sessions over HTTP and Server-Sent Events.
+    /// Host many sessions over HTTP, Server-Sent Events and WebSocket.
     Serve(crate::serve::ServeArgs),
 }
 

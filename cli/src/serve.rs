@@ -1,7 +1,8 @@
-//! `reel serve`: many sessions in one process over HTTP and Server-Sent Events (see the
-//! `reel-server` crate). Every session runs the one command file `--command` names; this module
-//! is what the server asks for sessions: it opens them in the timeline database, with their
-//! command file prepared as `run-command --stdin-rpc --session-id ID --resume` would.
+//! `reel serve`: many sessions in one process over HTTP, Server-Sent Events and WebSocket
+//! (see the `reel-server` crate). Every session runs the one command file `--command` names;
+//! this module is what the server asks for sessions: it opens them in the timeline database,
+//! with their command file prepared as `run-command --stdin-rpc --session-id ID --resume`
+//! would.
 
 use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, sync::Arc};
 

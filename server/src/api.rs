@@ -6,6 +6,8 @@
 //! * `POST /v1/sessions/{id}/requests`: one request object, as one stdin-RPC line (202 with its
 //!   request id, which the frames answering it carry).
 //! * `GET /v1/sessions/{id}/events`: Server-Sent Events (see [`crate::subscription`]).
+//! * `GET /v1/sessions/{id}/ws`: a WebSocket, requests in and frames out (see
+//!   [`crate::websocket`]).
 //! * `GET /healthz`.
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
@@ -13,7 +15,9 @@ use std::{convert::Infallible, sync::Arc, time::Duration};
 use axum::{
     Json, Router,
     body::Bytes,
-    extract::{DefaultBodyLimit, Path, Query, Request, State, rejection::BytesRejection},
+    extract::{
+        DefaultBodyLimit, Path, Query, Request, State, WebSocketUpgrade, rejection::BytesRejection,
+    },
     http::{HeaderMap, StatusCode, header},
     middleware::{self, Next},
     response::{
@@ -29,7 +33,14 @@ use reel_engine::{
 use reel_proto::json;
 use serde::Deserialize;
 
-use crate::{error::ApiError, frames::Position, host::Host, subscription};
+use tokio::sync::mpsc;
+
+use crate::{
+    error::ApiError,
+    frames::{Frame, Position},
+    host::{Host, Hosted},
+    subscription,
+};
 
 /// The largest request body: a request line as large as stdin RPC takes.
 pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
@@ -47,6 +58,7 @@ pub fn routes(host: Arc<Host>) -> Router {
         .route("/v1/sessions/{id}", get(session))
         .route("/v1/sessions/{id}/requests", post(request))
         .route("/v1/sessions/{id}/events", get(events))
+        .route("/v1/sessions/{id}/ws", get(websocket))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn(refuse_oversized))
         .with_state(host)
@@ -225,19 +237,7 @@ async fn events(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
         .or(query.after);
-    let cursor = match given {
-        Some(text) => Some(Position::parse(&text).ok_or_else(|| {
-            ApiError::bad_request(
-                ErrorCode::CursorOutOfRange,
-                format!("{text:?} is no event id (an ordinal N, or N.K for a frame within one)"),
-            )
-        })?),
-        None => None,
-    };
-    summary(&host, &id).await?;
-    let hosted = host.session(&id).await?;
-    let catalog = host.source().catalog().await?;
-    let frames = subscription::subscribe(&hosted, catalog, &id, cursor).await?;
+    let (_, frames) = subscribed(&host, &id, cursor_of(given)?).await?;
     let stream = futures::stream::unfold(frames, |mut frames| async move {
         let frame = frames.recv().await?;
         let mut event = Event::default().data(&frame.json);
@@ -249,6 +249,48 @@ async fn events(
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(HEARTBEAT))
         .into_response())
+}
+
+/// A WebSocket on the session (see [`crate::websocket`]); `?after=N` as for the event stream.
+async fn websocket(
+    State(host): State<Arc<Host>>,
+    Path(id): Path<String>,
+    Query(query): Query<Cursor>,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    let (hosted, frames) = subscribed(&host, &id, cursor_of(query.after)?).await?;
+    Ok(upgrade
+        .max_message_size(BODY_LIMIT)
+        .on_upgrade(move |socket| crate::websocket::talk(socket, hosted, frames, id)))
+}
+
+/// Session `id`, loaded, and its frames after `cursor` for one subscriber.
+async fn subscribed(
+    host: &Host,
+    id: &str,
+    cursor: Option<Position>,
+) -> Result<(Arc<Hosted>, mpsc::Receiver<Arc<Frame>>), ApiError> {
+    summary(host, id).await?;
+    let hosted = host.session(id).await?;
+    let catalog = host.source().catalog().await?;
+    let frames = subscription::subscribe(&hosted, catalog, id, cursor).await?;
+    Ok((hosted, frames))
+}
+
+/// A cursor as a client gives it, or 400.
+fn cursor_of(given: Option<String>) -> Result<Option<Position>, ApiError> {
+    given
+        .map(|text| {
+            Position::parse(&text).ok_or_else(|| {
+                ApiError::bad_request(
+                    ErrorCode::CursorOutOfRange,
+                    format!(
+                        "{text:?} is no event id (an ordinal N, or N.K for a frame within one)"
+                    ),
+                )
+            })
+        })
+        .transpose()
 }
 
 /// The stored summary of session `id`, or 404.

@@ -1,4 +1,4 @@
-//! `reel serve`: many sessions in one process, over HTTP and Server-Sent Events.
+//! `reel serve`: many sessions in one process, over HTTP, Server-Sent Events and WebSocket.
 //!
 //! The request vocabulary is stdin RPC's and the frames are the same `RpcLine`s: a request
 //! posted to a session goes to that session's writer, exactly as a line on a `--stdin-rpc`
@@ -8,8 +8,8 @@
 //!
 //! The binary hands the server its sessions through [`SessionSource`] (it knows command files,
 //! providers and databases); the server hosts them ([`host`]), fans their frames out
-//! ([`frames`]), streams them to each subscriber ([`subscription`]) and routes HTTP to them
-//! ([`api`]).
+//! ([`frames`]), streams them to each subscriber ([`subscription`]) and routes HTTP and
+//! WebSocket connections to them ([`api`], [`websocket`]).
 
 mod api;
 mod auth;
@@ -18,6 +18,7 @@ mod frames;
 mod host;
 mod source;
 mod subscription;
+mod websocket;
 
 use std::{future::Future, net::SocketAddr, sync::Arc};
 

@@ -184,11 +184,11 @@ async fn a_token_guards_every_route_but_health_and_an_open_address_needs_one() {
         &[("REEL_TEST_TOKEN", "s3cret")],
     );
     assert_eq!(served.get("/healthz").await.0, 200);
-    let (status, body) = served.get("/v1/sessions").await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (401, Some("unauthorized"))
-    );
+    for path in ["/v1/sessions", "/v1/sessions/s/events", "/v1/sessions/s/ws"] {
+        let (status, body) = served.get(path).await;
+        let code = body["error"]["code"].as_str();
+        assert_eq!((status, code), (401, Some("unauthorized")), "{path}");
+    }
     for token in ["wrong", "s3cre", "s3cret2"] {
         let response = served
             .client

@@ -1,0 +1,118 @@
+//! `GET /v1/sessions/{id}/ws`: a WebSocket that is a stdin-RPC client's pipes. Each text
+//! message in is one request line, exactly as on a `--stdin-rpc` process's stdin; each text
+//! message out is one frame: hello, the session's timeline (or, with `?after=N`, the frames
+//! after event N), then every frame as it happens, as on the event stream.
+//!
+//! A line that cannot be taken is answered on this socket alone (its error, and a `done`
+//! `failed` under its request id when it names one): other clients of the session never see
+//! another's typing mistakes.
+
+use std::sync::Arc;
+
+use axum::extract::ws::{Message, WebSocket};
+use futures::{SinkExt, StreamExt};
+use reel_engine::{DoneStatus, ErrorCode, Incoming, ParsedLine, parse_line};
+use reel_proto::{
+    json,
+    rpc::{DoneFrame, ErrorFrame, PROTOCOL_VERSION, RpcLine, rpc_line::Frame as LineFrame},
+};
+use tokio::sync::mpsc;
+
+use crate::{frames::Frame, host::Hosted};
+
+/// Carries requests from `socket` to the session and the session's `frames` back, until
+/// either side ends.
+pub async fn talk(
+    socket: WebSocket,
+    hosted: Arc<Hosted>,
+    mut frames: mpsc::Receiver<Arc<Frame>>,
+    id: String,
+) {
+    let (mut outgoing, mut incoming) = socket.split();
+    loop {
+        tokio::select! {
+            frame = frames.recv() => {
+                let Some(frame) = frame else { break };
+                if outgoing.send(Message::Text(frame.json.clone().into())).await.is_err() {
+                    return;
+                }
+            }
+            message = incoming.next() => {
+                let line = match message {
+                    Some(Ok(Message::Text(text))) => text,
+                    Some(Ok(Message::Binary(_))) => {
+                        let refused = refusal(&id, None, ErrorCode::InvalidRequestJson,
+                            "a request is a text message holding one JSON request line".into());
+                        if send_all(&mut outgoing, refused).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => return,
+                };
+                let rejected = match parse_line(line.as_bytes()) {
+                    ParsedLine::Blank => continue,
+                    ParsedLine::Request(request) => {
+                        if !hosted.send(Incoming::Request(*request)).await {
+                            break;
+                        }
+                        continue;
+                    }
+                    ParsedLine::Rejected(rejected) => rejected,
+                };
+                if let Incoming::Rejected { request_id, code, message } = rejected {
+                    let refused = refusal(&id, request_id, code, message);
+                    if send_all(&mut outgoing, refused).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+    // The session unloaded: say so as the protocol closes a connection.
+    let _ = outgoing.send(Message::Close(None)).await;
+}
+
+async fn send_all<S>(outgoing: &mut S, lines: Vec<String>) -> Result<(), S::Error>
+where
+    S: futures::Sink<Message> + Unpin,
+{
+    for line in lines {
+        outgoing.send(Message::Text(line.into())).await?;
+    }
+    Ok(())
+}
+
+/// The frames answering a line that could not be taken: its error, and `done` `failed` when
+/// the line named a request id.
+fn refusal(
+    session_id: &str,
+    request_id: Option<String>,
+    code: ErrorCode,
+    message: String,
+) -> Vec<String> {
+    let line = |request_id: &str, frame| RpcLine {
+        version: PROTOCOL_VERSION,
+        session_id: session_id.to_owned(),
+        request_id: request_id.to_owned(),
+        frame: Some(frame),
+    };
+    let rid = request_id.clone().unwrap_or_default();
+    let error = ErrorFrame {
+        code: code.into(),
+        message,
+        ..Default::default()
+    };
+    let mut lines = vec![line(&rid, LineFrame::Error(error))];
+    if request_id.is_some() {
+        let done = DoneFrame {
+            status: DoneStatus::Failed.into(),
+        };
+        lines.push(line(&rid, LineFrame::Done(done)));
+    }
+    lines
+        .iter()
+        .filter_map(|line| json::to_string(line).ok())
+        .collect()
+}
