@@ -13,7 +13,10 @@ use std::sync::{
 };
 
 use reel_engine::{Acks, Output, OutputBatch, OutputKind, Sink, SinkError};
-use reel_proto::json;
+use reel_proto::{
+    json,
+    rpc::{PROTOCOL_VERSION, RpcLine, rpc_line},
+};
 use tokio::sync::{broadcast, mpsc};
 
 /// Where a frame sits in a session's stream: its event's ordinal and its index among that
@@ -69,6 +72,27 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// The server's own frame (hello, a refusal) for session `session_id`, under `request_id`;
+    /// `None` when it cannot be encoded (said on stderr).
+    pub fn of_line(session_id: &str, request_id: &str, frame: rpc_line::Frame) -> Option<Self> {
+        let line = RpcLine {
+            version: PROTOCOL_VERSION,
+            session_id: session_id.to_owned(),
+            request_id: request_id.to_owned(),
+            frame: Some(frame),
+        };
+        match json::to_string(&line) {
+            Ok(json) => Some(Self {
+                position: None,
+                json,
+            }),
+            Err(error) => {
+                tracing::error!("cannot encode a frame: {error}");
+                None
+            }
+        }
+    }
+
     /// Whether it only marks a log event that has no frames.
     pub fn is_marker(&self) -> bool {
         self.json.is_empty()

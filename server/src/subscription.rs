@@ -11,10 +11,7 @@
 use std::{sync::Arc, time::Duration};
 
 use reel_engine::{ErrorCode, SessionCatalog, StoreError, StoredStream, hello_frame};
-use reel_proto::{
-    json,
-    rpc::{ErrorFrame, RpcLine, rpc_line},
-};
+use reel_proto::rpc::{ErrorFrame, rpc_line};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::{
@@ -219,24 +216,9 @@ impl Stream {
     }
 
     async fn send_line(&mut self, frame: rpc_line::Frame) -> bool {
-        let line = RpcLine {
-            version: reel_proto::rpc::PROTOCOL_VERSION,
-            session_id: self.id.clone(),
-            request_id: String::new(),
-            frame: Some(frame),
-        };
-        match json::to_string(&line) {
-            Ok(json) => {
-                self.send(Arc::new(Frame {
-                    position: None,
-                    json,
-                }))
-                .await
-            }
-            Err(error) => {
-                tracing::error!("cannot encode a frame: {error}");
-                false
-            }
+        match Frame::of_line(&self.id, "", frame) {
+            Some(frame) => self.send(Arc::new(frame)).await,
+            None => false,
         }
     }
 

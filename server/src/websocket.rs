@@ -12,10 +12,7 @@ use std::sync::Arc;
 use axum::extract::ws::{Message, WebSocket};
 use futures::{SinkExt, StreamExt};
 use reel_engine::{DoneStatus, ErrorCode, Incoming, ParsedLine, parse_line};
-use reel_proto::{
-    json,
-    rpc::{DoneFrame, ErrorFrame, PROTOCOL_VERSION, RpcLine, rpc_line::Frame as LineFrame},
-};
+use reel_proto::rpc::{DoneFrame, ErrorFrame, rpc_line::Frame as LineFrame};
 use tokio::sync::mpsc;
 
 use crate::{frames::Frame, host::Hosted};
@@ -92,27 +89,21 @@ fn refusal(
     code: ErrorCode,
     message: String,
 ) -> Vec<String> {
-    let line = |request_id: &str, frame| RpcLine {
-        version: PROTOCOL_VERSION,
-        session_id: session_id.to_owned(),
-        request_id: request_id.to_owned(),
-        frame: Some(frame),
-    };
-    let rid = request_id.clone().unwrap_or_default();
+    let rid = request_id.as_deref().unwrap_or_default();
     let error = ErrorFrame {
         code: code.into(),
         message,
         ..Default::default()
     };
-    let mut lines = vec![line(&rid, LineFrame::Error(error))];
+    let mut frames = vec![LineFrame::Error(error)];
     if request_id.is_some() {
-        let done = DoneFrame {
+        frames.push(LineFrame::Done(DoneFrame {
             status: DoneStatus::Failed.into(),
-        };
-        lines.push(line(&rid, LineFrame::Done(done)));
+        }));
     }
-    lines
-        .iter()
-        .filter_map(|line| json::to_string(line).ok())
+    frames
+        .into_iter()
+        .filter_map(|frame| Frame::of_line(session_id, rid, frame))
+        .map(|frame| frame.json)
         .collect()
 }
