@@ -27,8 +27,8 @@ use axum::{
     routing::{get, post},
 };
 use reel_engine::{
-    ErrorCode, Incoming, ParsedLine, SessionSummary, StoredStream, check_session_id, new_id,
-    parse_line,
+    ErrorCode, Incoming, ParsedLine, SessionCatalog, SessionSummary, StoredStream,
+    check_session_id, new_id, parse_line,
 };
 use reel_proto::json;
 use serde::Deserialize;
@@ -107,7 +107,7 @@ async fn create_session(
     check_session_id(&id)
         .map_err(|e| ApiError::bad_request(ErrorCode::InvalidSessionId, e.to_string()))?;
     host.source().create(&id).await?;
-    let summary = summary(&host, &id).await?;
+    let summary = summary(host.source().catalog().await?.as_mut(), &id).await?;
     Ok((StatusCode::CREATED, Json(summary)).into_response())
 }
 
@@ -149,8 +149,8 @@ async fn session(
     State(host): State<Arc<Host>>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let summary = summary(&host, &id).await?;
     let mut catalog = host.source().catalog().await?;
+    let summary = summary(catalog.as_mut(), &id).await?;
     let whole = StoredStream::open(catalog.as_mut(), &id, summary.events, Some(summary.events))
         .await?
         .snapshot();
@@ -208,7 +208,7 @@ async fn request(
         line.request_id = new_id();
     }
     let request_id = line.request_id.clone();
-    summary(&host, &id).await?;
+    summary(host.source().catalog().await?.as_mut(), &id).await?;
     let hosted = host.session(&id).await?;
     if !hosted.send(Incoming::Request(line)).await {
         return Err(ApiError::new(
@@ -270,9 +270,9 @@ async fn subscribed(
     id: &str,
     cursor: Option<Position>,
 ) -> Result<(Arc<Hosted>, mpsc::Receiver<Arc<Frame>>), ApiError> {
-    summary(host, id).await?;
+    let mut catalog = host.source().catalog().await?;
+    summary(catalog.as_mut(), id).await?;
     let hosted = host.session(id).await?;
-    let catalog = host.source().catalog().await?;
     let frames = subscription::subscribe(&hosted, catalog, id, cursor).await?;
     Ok((hosted, frames))
 }
@@ -294,8 +294,7 @@ fn cursor_of(given: Option<String>) -> Result<Option<Position>, ApiError> {
 }
 
 /// The stored summary of session `id`, or 404.
-async fn summary(host: &Host, id: &str) -> Result<SessionSummary, ApiError> {
-    let mut catalog = host.source().catalog().await?;
+async fn summary(catalog: &mut dyn SessionCatalog, id: &str) -> Result<SessionSummary, ApiError> {
     catalog
         .summary(id)
         .await?
