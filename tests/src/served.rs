@@ -155,6 +155,15 @@ impl Served {
         body["requestId"].as_str().expect("a request id").to_owned()
     }
 
+    /// Submits `prompt` to session `id` and returns the reply's text, read from an event
+    /// stream opened before the submit.
+    pub async fn reply(&self, id: &str, prompt: &str) -> String {
+        let mut events = self.events(id, None).await;
+        let submit = serde_json::json!({ "submit": { "prompt": prompt } });
+        let rid = self.request(id, &submit.to_string()).await;
+        text_of(&events.until_done(&rid).await)
+    }
+
     /// Opens session `id`'s event stream, from `cursor` (as `Last-Event-ID`) when given.
     pub async fn events(&self, id: &str, cursor: Option<&str>) -> Events {
         let mut request = self

@@ -166,11 +166,7 @@ async fn bad_requests_get_json_errors_with_the_frames_codes() {
         "{answer}"
     );
     // The session still answers.
-    let mut events = served.events("s", None).await;
-    let rid = served
-        .request("s", r#"{"submit":{"prompt":"still here"}}"#)
-        .await;
-    assert_eq!(text_of(&events.until_done(&rid).await), "still here");
+    assert_eq!(served.reply("s", "still here").await, "still here");
 }
 
 #[tokio::test]
@@ -354,11 +350,7 @@ async fn a_session_another_process_writes_is_busy() {
     // Once it is gone, the server takes the session.
     drop(holder.stdin.take());
     assert!(holder.wait().unwrap().success());
-    let mut events = served.events("s", None).await;
-    let rid = served
-        .request("s", r#"{"submit":{"prompt":"mine now"}}"#)
-        .await;
-    assert_eq!(text_of(&events.until_done(&rid).await), "mine now");
+    assert_eq!(served.reply("s", "mine now").await, "mine now");
 }
 
 #[tokio::test]
@@ -377,9 +369,5 @@ async fn a_shutdown_request_unloads_the_session_and_ends_its_streams() {
         "the stream ends with the session"
     );
     // The next request loads it again.
-    let mut events = served.events("s", None).await;
-    let rid = served
-        .request("s", r#"{"submit":{"prompt":"back again"}}"#)
-        .await;
-    assert_eq!(text_of(&events.until_done(&rid).await), "back again");
+    assert_eq!(served.reply("s", "back again").await, "back again");
 }

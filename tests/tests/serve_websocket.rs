@@ -7,20 +7,8 @@ use reel_proto::rpc::rpc_line::Frame;
 use reel_tests::{
     FrameLine,
     served::{Served, echo_command},
+    stored::final_text,
 };
-
-fn text(frames: &[FrameLine]) -> String {
-    frames
-        .iter()
-        .filter(|f| f.ui_name() == Some("ChatTextSegmentFinished"))
-        .map(|f| {
-            f.json["uiEvent"]["payload"]["text"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect()
-}
 
 #[tokio::test]
 async fn a_websocket_is_a_stdin_rpc_client_of_a_served_session() {
@@ -40,7 +28,7 @@ async fn a_websocket_is_a_stdin_rpc_client_of_a_served_session() {
     let submit = r#"{"requestId":"w1","submit":{"prompt":"over the socket"}}"#;
     socket.send_text(submit).await;
     let frames = socket.until_done("w1").await;
-    assert_eq!(text(&frames), "over the socket");
+    assert_eq!(final_text(&frames), "over the socket");
     assert_eq!(frames.last().unwrap().done_status(), Some("ok"));
     // The event stream of the same session shows the same frames.
     let watched = watcher.until_done("w1").await;
@@ -69,7 +57,7 @@ async fn a_websocket_is_a_stdin_rpc_client_of_a_served_session() {
     socket
         .send_text(r#"{"requestId":"w2","submit":{"prompt":"again"}}"#)
         .await;
-    assert_eq!(text(&socket.until_done("w2").await), "again");
+    assert_eq!(final_text(&socket.until_done("w2").await), "again");
     let watched = watcher.until_done("w2").await;
     assert!(
         watched.iter().all(|w| w.frame.line.request_id != "bad"),
