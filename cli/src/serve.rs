@@ -4,12 +4,21 @@
 //! with their command file prepared as `run-command --stdin-rpc --session-id ID --resume`
 //! would.
 
-use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, sync::Arc};
+use std::{
+    collections::BTreeMap,
+    io::{BufWriter, Seek, SeekFrom},
+    net::SocketAddr,
+    path::PathBuf,
+    sync::Arc,
+};
 
 use anyhow::Context;
 use clap::{Args, Parser};
+use indicatif::ProgressBar;
 use reel_engine::{Commit, Fanout, LogStore, SessionCatalog, Sink, StoreError, error_chain};
-use reel_server::{OpenedSession, RunSetup, ServeOptions, SessionSource, SourceError};
+use reel_server::{
+    ExportFormat, OpenedSession, RunSetup, ServeOptions, SessionSource, SourceError,
+};
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +26,8 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     cli::{Invocation, RunCommandArgs},
     command_file::CommandFile,
+    inspect::{export::Format, fork, render},
+    outputs,
     persistence::{self, Stores},
     prepare::prepare,
     run_command::exit,
@@ -149,6 +160,33 @@ impl CommandSessions {
         .map_err(failed)
     }
 
+    /// The error for a session `id` that is there already.
+    fn exists(&self, id: &str) -> SourceError {
+        SourceError::Exists(format!("session {id:?} already exists in {}", self.shown))
+    }
+
+    /// The ordinal a view of session `id` is taken at: `at`, or its last.
+    async fn ordinal_in(
+        &self,
+        store: &mut TimelineStore,
+        id: &str,
+        at: Option<u64>,
+    ) -> Result<u64, SourceError> {
+        let summary = store
+            .summary(id)
+            .await
+            .map_err(failed)?
+            .ok_or_else(|| SourceError::NotFound(format!("there is no session {id:?}")))?;
+        match at {
+            None => Ok(summary.events),
+            Some(at) if at <= summary.events => Ok(at),
+            Some(at) => Err(SourceError::OutOfRange(format!(
+                "session {id:?} has {} events; there is no ordinal {at}",
+                summary.events
+            ))),
+        }
+    }
+
     /// A served session's `run-command` invocation.
     fn invocation(&self, id: &str, command: CommandFile) -> Invocation {
         let mut args = self.template.clone();
@@ -172,8 +210,7 @@ impl SessionSource for CommandSessions {
         let mut store = self.beside(Connection::Writing).await?;
         // The lease first: of two creations of one id, the second then finds the first's. A
         // session someone holds exists (or is being created).
-        let exists =
-            || SourceError::Exists(format!("session {id:?} already exists in {}", self.shown));
+        let exists = || self.exists(id);
         match store.lease(id).await {
             Err(StoreError::Busy(_)) => return Err(exists()),
             other => other.map_err(failed)?,
@@ -221,6 +258,44 @@ impl SessionSource for CommandSessions {
         Ok(OpenedSession { session, runs })
     }
 
+    async fn export(
+        &self,
+        id: &str,
+        format: ExportFormat,
+        at: Option<u64>,
+    ) -> Result<std::fs::File, SourceError> {
+        let mut store = self.beside(Connection::Reading).await?;
+        let at = self.ordinal_in(&mut store, id, at).await?;
+        let mut file = tempfile::tempfile()
+            .map_err(|e| SourceError::Failed(format!("cannot make a temporary file: {e}")))?;
+        let writer = file
+            .try_clone()
+            .map_err(|e| SourceError::Failed(format!("cannot write a temporary file: {e}")))?;
+        let sink = outputs::sink(Format::from(format).rendering(), BufWriter::new(writer));
+        let bar = ProgressBar::hidden();
+        render(&mut store, id, at, sink, (bar, "the export"))
+            .await
+            .map_err(anyhow_failed)?;
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| SourceError::Failed(format!("cannot read a temporary file: {e}")))?;
+        Ok(file)
+    }
+
+    async fn fork(&self, id: &str, at: Option<u64>, new_id: &str) -> Result<(), SourceError> {
+        let mut reader = self.beside(Connection::Reading).await?;
+        let at = self.ordinal_in(&mut reader, id, at).await?;
+        let mut writer = self.beside(Connection::Writing).await?;
+        if writer.exists(new_id).await.map_err(failed)? {
+            return Err(self.exists(new_id));
+        }
+        match fork::copy_leased(&mut reader, &mut writer, id, new_id, at).await {
+            Err(error) if matches!(error.downcast_ref(), Some(StoreError::Busy(_))) => {
+                Err(self.exists(new_id))
+            }
+            copied => copied.map_err(anyhow_failed),
+        }
+    }
+
     async fn catalog(&self) -> Result<Box<dyn SessionCatalog>, SourceError> {
         Ok(Box::new(self.beside(Connection::Reading).await?))
     }
@@ -238,5 +313,16 @@ fn anyhow_failed(error: anyhow::Error) -> SourceError {
     match error.downcast::<StoreError>() {
         Ok(store) => failed(store),
         Err(other) => SourceError::Failed(error_chain(other.as_ref())),
+    }
+}
+
+impl From<ExportFormat> for Format {
+    fn from(format: ExportFormat) -> Self {
+        match format {
+            ExportFormat::Jsonl => Format::Jsonl,
+            ExportFormat::Markdown => Format::Markdown,
+            ExportFormat::Html => Format::Html,
+            ExportFormat::Turns => Format::Turns,
+        }
     }
 }

@@ -97,6 +97,10 @@ vocabulary! {
         Unauthorized = "unauthorized",
         /// `reel serve`: an event stream's cursor is past the session's last event.
         CursorOutOfRange = "cursor_out_of_range",
+        /// `reel serve`: an export's or a fork's ordinal is past the session's last event.
+        OrdinalOutOfRange = "ordinal_out_of_range",
+        /// `reel serve`: a query parameter is missing or is not what the route takes.
+        InvalidQuery = "invalid_query",
     }
 }
 

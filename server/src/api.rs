@@ -8,6 +8,8 @@
 //! * `GET /v1/sessions/{id}/events`: Server-Sent Events (see [`crate::subscription`]).
 //! * `GET /v1/sessions/{id}/ws`: a WebSocket, requests in and frames out (see
 //!   [`crate::websocket`]).
+//! * `GET /v1/sessions/{id}/export?format=F&at=N`, `POST /v1/sessions/{id}/fork` `{id?, at?}`
+//!   (see [`crate::export`]).
 //! * `GET /healthz`.
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
@@ -16,7 +18,7 @@ use axum::{
     Json, Router,
     body::Bytes,
     extract::{
-        DefaultBodyLimit, Path, Query, Request, State, WebSocketUpgrade, rejection::BytesRejection,
+        DefaultBodyLimit, Path, Request, State, WebSocketUpgrade, rejection::BytesRejection,
     },
     http::{HeaderMap, StatusCode, header},
     middleware::{self, Next},
@@ -31,14 +33,16 @@ use reel_engine::{
     check_session_id, new_id, parse_line,
 };
 use reel_proto::json;
-use serde::Deserialize;
+use serde::{Deserialize, de::DeserializeOwned};
 
 use tokio::sync::mpsc;
 
 use crate::{
     error::ApiError,
+    export,
     frames::{Frame, Position},
     host::{Host, Hosted},
+    params::Params,
     subscription,
 };
 
@@ -59,6 +63,8 @@ pub fn routes(host: Arc<Host>) -> Router {
         .route("/v1/sessions/{id}/requests", post(request))
         .route("/v1/sessions/{id}/events", get(events))
         .route("/v1/sessions/{id}/ws", get(websocket))
+        .route("/v1/sessions/{id}/export", get(export::export))
+        .route("/v1/sessions/{id}/fork", post(export::fork))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn(refuse_oversized))
         .with_state(host)
@@ -82,7 +88,7 @@ async fn refuse_oversized(request: Request, next: Next) -> Result<Response, ApiE
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct CreateSession {
     id: Option<String>,
@@ -92,17 +98,7 @@ async fn create_session(
     State(host): State<Arc<Host>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body_of(body)?;
-    let create: CreateSession = if body.iter().all(u8::is_ascii_whitespace) {
-        CreateSession { id: None }
-    } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            ApiError::bad_request(
-                ErrorCode::InvalidRequestJson,
-                format!("a session is created with {{\"id\"?: string}}: {e}"),
-            )
-        })?
-    };
+    let create: CreateSession = json_body(body, "a session is created with {\"id\"?: string}")?;
     let id = create.id.unwrap_or_else(new_id);
     check_session_id(&id)
         .map_err(|e| ApiError::bad_request(ErrorCode::InvalidSessionId, e.to_string()))?;
@@ -120,7 +116,7 @@ struct Page {
 
 async fn list_sessions(
     State(host): State<Arc<Host>>,
-    Query(page): Query<Page>,
+    Params(page): Params<Page>,
 ) -> Result<Response, ApiError> {
     let limit = page.limit.unwrap_or(100).clamp(1, MAX_PAGE);
     let mut catalog = host.source().catalog().await?;
@@ -229,7 +225,7 @@ struct Cursor {
 async fn events(
     State(host): State<Arc<Host>>,
     Path(id): Path<String>,
-    Query(query): Query<Cursor>,
+    Params(query): Params<Cursor>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let given = headers
@@ -255,7 +251,7 @@ async fn events(
 async fn websocket(
     State(host): State<Arc<Host>>,
     Path(id): Path<String>,
-    Query(query): Query<Cursor>,
+    Params(query): Params<Cursor>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
     let (hosted, frames) = subscribed(&host, &id, cursor_of(query.after)?).await?;
@@ -294,11 +290,29 @@ fn cursor_of(given: Option<String>) -> Result<Option<Position>, ApiError> {
 }
 
 /// The stored summary of session `id`, or 404.
-async fn summary(catalog: &mut dyn SessionCatalog, id: &str) -> Result<SessionSummary, ApiError> {
+pub async fn summary(
+    catalog: &mut dyn SessionCatalog,
+    id: &str,
+) -> Result<SessionSummary, ApiError> {
     catalog
         .summary(id)
         .await?
         .ok_or_else(|| ApiError::not_found(id))
+}
+
+/// A JSON body; an empty one is `T::default()`. A body that is not a `T` is refused with
+/// `expected`, which says what one looks like.
+pub fn json_body<T: DeserializeOwned + Default>(
+    body: Result<Bytes, BytesRejection>,
+    expected: &str,
+) -> Result<T, ApiError> {
+    let body = body_of(body)?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(ErrorCode::InvalidRequestJson, format!("{expected}: {e}"))
+    })
 }
 
 /// The body, or `request_too_large` past [`BODY_LIMIT`].

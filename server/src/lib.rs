@@ -14,8 +14,10 @@
 mod api;
 mod auth;
 mod error;
+mod export;
 mod frames;
 mod host;
+mod params;
 mod source;
 mod subscription;
 mod websocket;
@@ -25,7 +27,7 @@ use std::{future::Future, net::SocketAddr, sync::Arc};
 use axum::{Router, middleware, routing::get};
 
 pub use frames::Position;
-pub use source::{OpenedSession, RunSetup, SessionSource, SourceError};
+pub use source::{ExportFormat, OpenedSession, RunSetup, SessionSource, SourceError};
 
 /// How a server listens.
 pub struct ServeOptions {

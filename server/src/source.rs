@@ -5,6 +5,32 @@ use reel_engine::{
     Budgets, ContextPolicy, ModelSettings, Provider, Session, SessionCatalog, Sink, Toolbox,
 };
 
+/// What a stored session exports to (`reel export --format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExportFormat {
+    /// The frames a client would have seen, one JSON line each.
+    Jsonl,
+    /// A readable transcript.
+    Markdown,
+    /// One self-contained HTML page.
+    Html,
+    /// The model context, as a JSON list of OpenAI chat messages.
+    Turns,
+}
+
+impl ExportFormat {
+    /// The `Content-Type` of an export in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::Jsonl => "application/jsonl; charset=utf-8",
+            Self::Markdown => "text/markdown; charset=utf-8",
+            Self::Html => "text/html; charset=utf-8",
+            Self::Turns => "application/json",
+        }
+    }
+}
+
 /// What every run of a hosted session is made with (its command file, prepared).
 pub struct RunSetup {
     pub provider: Box<dyn Provider>,
@@ -33,6 +59,9 @@ pub enum SourceError {
     Busy(String),
     #[error("{0}")]
     InvalidId(String),
+    /// An ordinal past the session's last event.
+    #[error("{0}")]
+    OutOfRange(String),
     /// The database or the command failed; the message says which and what to do.
     #[error("{0}")]
     Failed(String),
@@ -46,6 +75,19 @@ pub trait SessionSource: Send + Sync + 'static {
 
     /// Opens the stored session `id` for writing, with `frames` among its sinks.
     async fn open(&self, id: &str, frames: Box<dyn Sink>) -> Result<OpenedSession, SourceError>;
+
+    /// Session `id` as it was at ordinal `at` (default: its newest), rendered in `format` into
+    /// an anonymous file, rewound: an export of any size costs the server no memory.
+    async fn export(
+        &self,
+        id: &str,
+        format: ExportFormat,
+        at: Option<u64>,
+    ) -> Result<std::fs::File, SourceError>;
+
+    /// Stores a new session `new_id` whose history is session `id`'s first `at` events
+    /// (default: all of them); [`SourceError::Exists`] when `new_id` is taken.
+    async fn fork(&self, id: &str, at: Option<u64>, new_id: &str) -> Result<(), SourceError>;
 
     /// A reading connection to the sessions' store: listings, summaries, and the frames a
     /// subscriber catches up on.

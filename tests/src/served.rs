@@ -138,6 +138,24 @@ impl Served {
         answer(response).await
     }
 
+    /// GETs `path`; returns the status, the `Content-Type` and the body as text.
+    pub async fn get_text(&self, path: &str) -> (u16, String, String) {
+        let response = self
+            .client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("the server answers");
+        let status = response.status().as_u16();
+        let kind = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        (status, kind, response.text().await.expect("a body"))
+    }
+
     /// Creates session `id`.
     pub async fn create(&self, id: &str) {
         let (status, body) = self

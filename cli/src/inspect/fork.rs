@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use reel_engine::{Commit, LogStore, SessionState};
 use reel_proto::Any;
+use reel_storage::TimelineStore;
 
 use reel_engine::LogPages;
 
@@ -51,11 +52,7 @@ pub async fn run(args: ForkArgs) -> anyhow::Result<()> {
             "there is a session {new:?} already; pick another id"
         ));
     }
-    writer.lease(new).await?;
-    let copied = copy(&mut reader, &mut writer, &args.session_id, new, args.at).await;
-    let released = writer.release(new).await;
-    copied?;
-    released?;
+    copy_leased(&mut reader, &mut writer, &args.session_id, new, args.at).await?;
     tracing::info!(
         "forked session {} at ordinal {} as {new}",
         args.session_id,
@@ -64,9 +61,25 @@ pub async fn run(args: ForkArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Copies session `from`'s first `at` events into the new session `to` under `to`'s lease,
+/// released whether or not the copy succeeds. `reel serve`'s forks are made here too.
+pub async fn copy_leased(
+    reader: &mut TimelineStore,
+    writer: &mut TimelineStore,
+    from: &str,
+    to: &str,
+    at: u64,
+) -> anyhow::Result<()> {
+    writer.lease(to).await?;
+    let copied = copy(reader, writer, from, to, at).await;
+    let released = writer.release(to).await;
+    copied?;
+    Ok(released?)
+}
+
 async fn copy(
-    reader: &mut reel_storage::TimelineStore,
-    writer: &mut reel_storage::TimelineStore,
+    reader: &mut TimelineStore,
+    writer: &mut TimelineStore,
     from: &str,
     to: &str,
     at: u64,

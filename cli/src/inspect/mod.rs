@@ -17,6 +17,7 @@ pub mod sessions;
 pub mod show;
 pub mod tail;
 
+use indicatif::ProgressBar;
 use reel_engine::error_chain;
 use std::path::PathBuf;
 
@@ -138,18 +139,16 @@ pub async fn each_event(
 }
 
 /// Writes the stored session up to `at` through `sink`: its outputs, as its live run produced
-/// them, with a progress bar saying `what` on a terminal. A failed write is "cannot write
-/// `target`: why".
+/// them, counted on `bar`. A failed write is "cannot write `target`: why".
 pub async fn render(
     store: &mut TimelineStore,
     session_id: &str,
     at: u64,
     sink: Box<dyn Sink>,
-    (what, target): (&str, &str),
+    (bar, target): (ProgressBar, &str),
 ) -> anyhow::Result<()> {
     let mut fanout = Fanout::new();
     fanout.attach(sink);
-    let bar = progress::events(at, what);
     let sent = send_stored(store, session_id, 0, at, &mut fanout, |read| bar.inc(read)).await;
     bar.finish_and_clear();
     let failures = fanout.close().await;

@@ -8,7 +8,7 @@ use std::io::IsTerminal;
 
 use reel_sinks::TranscriptFormat;
 
-use super::{Database, render, resolve_at};
+use super::{Database, progress, render, resolve_at};
 use crate::outputs::{self, Rendering};
 
 #[derive(clap::Args, Debug)]
@@ -32,7 +32,14 @@ pub async fn run(args: ShowArgs) -> anyhow::Result<()> {
     };
     let sink = outputs::sink(Rendering::Transcript(terminal), std::io::stdout());
     let id = summary.session_id.as_str();
-    render(&mut reader.store, id, at, sink, ("reading", "stdout")).await
+    render(
+        &mut reader.store,
+        id,
+        at,
+        sink,
+        (progress::events(at, "reading"), "stdout"),
+    )
+    .await
 }
 
 /// Colour when stdout is a terminal and NO_COLOR is not set.

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use reel_sinks::TranscriptFormat;
 
-use super::{Database, render, resolve_at};
+use super::{Database, progress, render, resolve_at};
 use crate::{
     outputs::{self, Rendering},
     same_file::InUse,
@@ -50,7 +50,7 @@ pub struct ExportArgs {
 }
 
 impl Format {
-    fn rendering(self) -> Rendering {
+    pub fn rendering(self) -> Rendering {
         match self {
             Format::Jsonl => Rendering::Frames {
                 backend_events: false,
@@ -70,7 +70,14 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
     let rendering = args.format.rendering();
     let Some(path) = &args.output else {
         let sink = outputs::sink(rendering, std::io::stdout());
-        return render(&mut reader.store, id, at, sink, ("exporting", "the export")).await;
+        return render(
+            &mut reader.store,
+            id,
+            at,
+            sink,
+            (progress::events(at, "exporting"), "the export"),
+        )
+        .await;
     };
     let in_use = match reader.location.sqlite_path() {
         Some(db) => InUse::database(db, "the timeline database this export reads"),
@@ -81,6 +88,13 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         .writer()
         .with_context(|| format!("cannot write {}", path.display()))?;
     let sink = outputs::sink(rendering, writer);
-    render(&mut reader.store, id, at, sink, ("exporting", "the export")).await?;
+    render(
+        &mut reader.store,
+        id,
+        at,
+        sink,
+        (progress::events(at, "exporting"), "the export"),
+    )
+    .await?;
     output.finish()
 }
