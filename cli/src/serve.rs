@@ -10,6 +10,7 @@ use std::{
     net::SocketAddr,
     path::PathBuf,
     sync::Arc,
+    time::Duration,
 };
 
 use anyhow::Context;
@@ -53,6 +54,10 @@ pub struct ServeArgs {
     /// The environment variable holding the bearer token every route but /healthz needs.
     #[arg(long, value_name = "NAME")]
     pub token_env: Option<String>,
+    /// On SIGTERM or SIGINT, how long running runs may go on before they are stopped (e.g.
+    /// 10s, 2m; 0s stops them at once).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub grace: Duration,
 }
 
 pub async fn run(args: ServeArgs) -> u8 {
@@ -81,6 +86,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let options = ServeOptions {
         listen: args.listen,
         token,
+        grace: args.grace,
     };
     let stopped = stop.clone();
     reel_server::serve(

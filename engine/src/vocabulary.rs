@@ -99,6 +99,8 @@ vocabulary! {
         CursorOutOfRange = "cursor_out_of_range",
         /// `reel serve`: an export's or a fork's ordinal is past the session's last event.
         OrdinalOutOfRange = "ordinal_out_of_range",
+        /// `reel serve`: the server is stopping and takes no more requests.
+        ServerStopping = "server_stopping",
         /// `reel serve`: a query parameter is missing or is not what the route takes.
         InvalidQuery = "invalid_query",
     }

@@ -46,6 +46,9 @@ impl From<SourceError> for ApiError {
             SourceError::Exists(_) => (StatusCode::CONFLICT, ErrorCode::SessionExists),
             SourceError::Busy(_) => (StatusCode::CONFLICT, ErrorCode::SessionBusy),
             SourceError::InvalidId(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidSessionId),
+            SourceError::Stopping(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ServerStopping)
+            }
             SourceError::OutOfRange(_) => (StatusCode::BAD_REQUEST, ErrorCode::OrdinalOutOfRange),
             SourceError::Failed(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -7,11 +7,15 @@ use std::{
     collections::HashMap,
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
+    time::Duration,
 };
 
 use reel_engine::{Incoming, ServeConfig, serve};
+use reel_proto::rpc::{
+    PROTOCOL_VERSION, RpcRequestLine, ShutdownRequest, rpc_request_line::Request,
+};
 use tokio::sync::{OnceCell, broadcast, mpsc};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -22,6 +26,9 @@ use crate::{
 
 /// Frames a subscriber may fall behind by before it catches up from the store instead.
 const BROADCAST_FRAMES: usize = 1024;
+
+/// The request id of the shutdown the server sends each session when it stops.
+pub const SHUTDOWN_REQUEST_ID: &str = "server-stopping";
 
 /// Requests queued for one session's writer.
 const REQUEST_QUEUE: usize = 64;
@@ -63,6 +70,8 @@ pub struct Host {
     loaded: std::sync::Mutex<HashMap<String, Arc<Slot>>>,
     /// Stops every session (their running submits end with `ChatRunStopped`).
     stop: CancellationToken,
+    /// Set when the server starts stopping: no session loads after.
+    stopping: AtomicBool,
     writers: TaskTracker,
 }
 
@@ -75,6 +84,7 @@ impl Host {
             source,
             loaded: std::sync::Mutex::new(HashMap::new()),
             stop: CancellationToken::new(),
+            stopping: AtomicBool::new(false),
             writers: TaskTracker::new(),
         }
     }
@@ -86,6 +96,11 @@ impl Host {
     /// The loaded session `id`, loading it from the store when it is not.
     pub async fn session(&self, id: &str) -> Result<Arc<Hosted>, SourceError> {
         loop {
+            if self.is_stopping() {
+                return Err(SourceError::Stopping(format!(
+                    "the server is stopping; session {id} is not taking requests"
+                )));
+            }
             let slot = Arc::clone(self.slots().entry(id.to_owned()).or_default());
             let hosted = slot.get_or_try_init(|| self.load(id)).await?;
             if hosted.is_loaded() {
@@ -125,13 +140,46 @@ impl Host {
         }))
     }
 
-    /// Stops every session and waits until each has flushed and released its lease.
-    pub async fn shut_down(&self) {
-        self.stop.cancel();
-        // Dropping the request senders ends each writer once its running submit is stopped.
-        self.slots().clear();
+    /// Whether the server is stopping: no session loads any more.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Stops every session and waits until each has flushed and released its lease: each is
+    /// asked to shut down as a `shutdown` request would (its running submit goes on, nothing
+    /// more starts); a submit still running after `grace` is stopped (`ChatRunStopped`).
+    pub async fn shut_down(&self, grace: Duration) {
+        self.stopping.store(true, Ordering::Release);
+        let loaded: Vec<Arc<Hosted>> = self
+            .slots()
+            .drain()
+            .filter_map(|(_, slot)| slot.get().cloned())
+            .collect();
         self.writers.close();
-        self.writers.wait().await;
+        let drained = async {
+            for hosted in &loaded {
+                hosted.send(Incoming::Request(shutdown_request())).await;
+            }
+            self.writers.wait().await;
+        };
+        if tokio::time::timeout(grace, drained).await.is_err() {
+            tracing::warn!(
+                "still running after the {grace:?} grace period: stopping every session's run"
+            );
+            self.stop.cancel();
+            self.writers.wait().await;
+        }
+    }
+}
+
+/// The request that asks a session to end once its running submit has: the server's own, so
+/// its `done` (status `shutdown`) ends every stream of the session.
+fn shutdown_request() -> RpcRequestLine {
+    RpcRequestLine {
+        version: PROTOCOL_VERSION,
+        session_id: String::new(),
+        request_id: SHUTDOWN_REQUEST_ID.to_owned(),
+        request: Some(Request::Shutdown(ShutdownRequest {})),
     }
 }
 

@@ -22,7 +22,7 @@ mod source;
 mod subscription;
 mod websocket;
 
-use std::{future::Future, net::SocketAddr, sync::Arc};
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{Router, middleware, routing::get};
 
@@ -35,6 +35,9 @@ pub struct ServeOptions {
     /// The bearer token every route but `/healthz` needs; without one the server listens on
     /// a loopback address only.
     pub token: Option<String>,
+    /// How long running runs may go on once the server is asked to stop, before they are
+    /// stopped.
+    pub grace: Duration,
 }
 
 /// Why a server could not run.
@@ -53,8 +56,9 @@ pub enum ServeError {
     Serve(std::io::Error),
 }
 
-/// Serves `source`'s sessions until `stop` resolves; then stops every session (running submits
-/// end with `ChatRunStopped`), ends every stream and releases every lease. `listening` hears
+/// Serves `source`'s sessions until `stop` resolves; then takes no new connection, lets
+/// running submits go on for [`ServeOptions::grace`] and stops the rest (`ChatRunStopped`),
+/// ends every stream with `done` and releases every lease. `listening` hears
 /// the address once the server accepts connections (port 0 picks a free one).
 pub async fn serve(
     options: ServeOptions,
@@ -71,6 +75,7 @@ pub async fn serve(
             address: options.listen,
             source,
         })?;
+    let grace = options.grace;
     let address = listener.local_addr().map_err(ServeError::Serve)?;
     let host = Arc::new(host::Host::new(source));
     let mut app = api::routes(Arc::clone(&host));
@@ -82,14 +87,23 @@ pub async fn serve(
         .route("/healthz", get(|| async { "ok\n" }))
         .merge(app);
     listening(address);
-    // Sessions stop before the server waits for its connections: their streams end with them.
+    // At `stop` the listener closes at once; the sessions are shut down meanwhile, and their
+    // streams end with them, which lets the server's wait for its connections end.
+    let stop = futures::FutureExt::shared(Box::pin(stop));
     let stopping = Arc::clone(&host);
-    let shutdown = async move {
-        stop.await;
-        stopping.shut_down().await;
-    };
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
+    let sessions_stopped = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            stop.await;
+            tracing::info!("stopping: no new connections; running runs have {grace:?} to end");
+            stopping.shut_down(grace).await;
+        }
+    });
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
         .await
-        .map_err(ServeError::Serve)
+        .map_err(ServeError::Serve);
+    // Every session has flushed and released its lease before the server returns.
+    let _ = sessions_stopped.await;
+    served
 }

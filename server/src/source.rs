@@ -59,6 +59,9 @@ pub enum SourceError {
     Busy(String),
     #[error("{0}")]
     InvalidId(String),
+    /// The server is stopping.
+    #[error("{0}")]
+    Stopping(String),
     /// An ordinal past the session's last event.
     #[error("{0}")]
     OutOfRange(String),

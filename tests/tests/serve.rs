@@ -4,7 +4,7 @@
 
 use reel_proto::rpc::rpc_line::Frame;
 use reel_tests::{
-    served::{Served, echo_command, text_of, ui_events},
+    served::{Served, StreamedFrame, echo_command, text_of, ui_events},
     write_file,
 };
 use serde_json::Value;
@@ -243,46 +243,16 @@ async fn a_token_guards_every_route_but_health_and_an_open_address_needs_one() {
 }
 
 #[tokio::test]
-async fn sigterm_stops_running_runs_ends_the_streams_and_keeps_the_log() {
+async fn sigterm_stops_runs_still_running_after_the_grace_period_and_keeps_the_log() {
     let dir = tempfile::tempdir().unwrap();
-    let script = write_file(
-        dir.path(),
-        "slow.yaml",
-        "turns:\n  - - text: \"first \"\n    - sleep_ms: 60000\n    - text: \"never\"\n",
-    );
-    let command = write_file(
-        dir.path(),
-        "slow-command.yaml",
-        &format!("name: slow\ndescription: slow\nprompt: unused\nprovider:\n  script: {script}\n"),
-    );
+    let command = sleeping_command(dir.path(), 60_000);
     let db = dir.path().join("t.db");
-    let mut served = Served::start(&command, &db, &[], &[]);
-    served.create("s").await;
-    let mut events = served.events("s", None).await;
-    served
-        .request("s", r#"{"requestId":"slow","submit":{"prompt":"go"}}"#)
-        .await;
-    // Wait for the first text, then stop the server.
-    let mut seen = Vec::new();
-    while !ui_events(&seen)
-        .iter()
-        .any(|(_, name, _)| name == "ChatTextPatch")
-    {
-        seen.push(events.next().await.expect("frames before the stop"));
-    }
-    let pid = served.child.id() as i32;
-    assert_eq!(send_signal(pid, "TERM"), 0);
-    let mut rest = Vec::new();
-    while let Some(frame) = events.next().await {
-        rest.push(frame);
-    }
+    let mut served = Served::start(&command, &db, &["--grace", "1s"], &[]);
+    let rest = terminated_mid_reply(&mut served).await;
     let names: Vec<String> = ui_events(&rest).into_iter().map(|(_, n, _)| n).collect();
     assert!(names.contains(&"ChatRunStopped".to_owned()), "{names:?}");
-    assert_eq!(
-        rest.last().and_then(|f| f.frame.done_status()),
-        Some("stopped"),
-        "the request's done ends the stream"
-    );
+    assert!(!text_of(&rest).contains("never"));
+    assert_eq!(dones(&rest), [("slow", "stopped"), (SHUTDOWN, "shutdown")]);
     let status = served.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
 
@@ -301,6 +271,77 @@ async fn sigterm_stops_running_runs_ends_the_streams_and_keeps_the_log() {
         .map(|(_, n, _)| n)
         .collect();
     assert!(stored.contains(&"ChatRunStopped".to_owned()), "{stored:?}");
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_run_finish_within_the_grace_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = sleeping_command(dir.path(), 1500);
+    let db = dir.path().join("t.db");
+    let mut served = Served::start(&command, &db, &["--grace", "2m"], &[]);
+    let rest = terminated_mid_reply(&mut served).await;
+    assert!(text_of(&rest).ends_with("never"), "{}", text_of(&rest));
+    assert_eq!(dones(&rest), [("slow", "ok"), (SHUTDOWN, "shutdown")]);
+    let status = served.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let (_, summary) = Served::start(&command, &db, &[], &[])
+        .get("/v1/sessions/s")
+        .await;
+    assert_eq!(
+        summary["session"]["last_run_status"], "finished",
+        "{summary}"
+    );
+}
+
+/// The request id of the shutdown the server asks each session for when it stops.
+const SHUTDOWN: &str = "server-stopping";
+
+/// A command whose reply is "first ", a pause of `pause_ms`, then "never".
+fn sleeping_command(dir: &std::path::Path, pause_ms: u64) -> String {
+    let script = write_file(
+        dir,
+        "slow.yaml",
+        &format!(
+            "turns:\n  - - text: \"first \"\n    - sleep_ms: {pause_ms}\n    - text: \"never\"\n"
+        ),
+    );
+    write_file(
+        dir,
+        "slow-command.yaml",
+        &format!("name: slow\ndescription: slow\nprompt: unused\nprovider:\n  script: {script}\n"),
+    )
+}
+
+/// Creates session `s`, submits to it, sends SIGTERM once its first text streamed, and
+/// returns the frames its stream had after that, up to the stream's end.
+async fn terminated_mid_reply(served: &mut Served) -> Vec<StreamedFrame> {
+    served.create("s").await;
+    let mut events = served.events("s", None).await;
+    served
+        .request("s", r#"{"requestId":"slow","submit":{"prompt":"go"}}"#)
+        .await;
+    let mut seen = Vec::new();
+    while !ui_events(&seen)
+        .iter()
+        .any(|(_, name, _)| name == "ChatTextPatch")
+    {
+        seen.push(events.next().await.expect("frames before the stop"));
+    }
+    let pid = served.child.id() as i32;
+    assert_eq!(send_signal(pid, "TERM"), 0);
+    let mut rest = Vec::new();
+    while let Some(frame) = events.next().await {
+        rest.push(frame);
+    }
+    rest
+}
+
+/// The request ids and statuses of the `done` frames among `frames`.
+fn dones(frames: &[StreamedFrame]) -> Vec<(&str, &str)> {
+    frames
+        .iter()
+        .filter_map(|f| Some((f.frame.line.request_id.as_str(), f.frame.done_status()?)))
+        .collect()
 }
 
 /// Sends signal `name` with the `kill` program (no libc in tests); its exit status.
