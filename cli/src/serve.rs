@@ -58,6 +58,10 @@ pub struct ServeArgs {
     /// 10s, 2m; 0s stops them at once).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub grace: Duration,
+    /// A session nobody has used for this long (no request, no frame, no subscriber) is
+    /// unloaded, its lease released and its memory freed; it reloads when used again.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
 }
 
 pub async fn run(args: ServeArgs) -> u8 {
@@ -87,6 +91,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         listen: args.listen,
         token,
         grace: args.grace,
+        idle_timeout: args.idle_timeout,
     };
     let stopped = stop.clone();
     reel_server::serve(

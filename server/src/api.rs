@@ -205,14 +205,7 @@ async fn request(
     }
     let request_id = line.request_id.clone();
     summary(host.source().catalog().await?.as_mut(), &id).await?;
-    let hosted = host.session(&id).await?;
-    if !hosted.send(Incoming::Request(line)).await {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::SessionBusy,
-            format!("session {id} is unloading; send the request again"),
-        ));
-    }
+    host.send(&id, Incoming::Request(line)).await?;
     let body = serde_json::json!({ "requestId": request_id });
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }

@@ -12,12 +12,14 @@ use std::sync::{
     atomic::{AtomicU64, Ordering},
 };
 
-use reel_engine::{Acks, Output, OutputBatch, OutputKind, Sink, SinkError};
+use reel_engine::{Acks, Output, OutputBatch, OutputKind, Sink, SinkError, run_tally};
 use reel_proto::{
     json,
     rpc::{PROTOCOL_VERSION, RpcLine, rpc_line},
 };
 use tokio::sync::{broadcast, mpsc};
+
+use crate::idle::Activity;
 
 /// Where a frame sits in a session's stream: its event's ordinal and its index among that
 /// event's frames ([`Position::LAST`] for the last one).
@@ -147,13 +149,20 @@ pub struct FramesSink {
     frames: broadcast::Sender<Arc<Frame>>,
     /// The newest ordinal it has broadcast (a cursor past it, and past the store, is an error).
     last_ordinal: Arc<AtomicU64>,
+    /// A session that makes frames is in use.
+    activity: Arc<Activity>,
 }
 
 impl FramesSink {
-    pub fn new(frames: broadcast::Sender<Arc<Frame>>, last_ordinal: Arc<AtomicU64>) -> Self {
+    pub fn new(
+        frames: broadcast::Sender<Arc<Frame>>,
+        last_ordinal: Arc<AtomicU64>,
+        activity: Arc<Activity>,
+    ) -> Self {
         Self {
             frames,
             last_ordinal,
+            activity,
         }
     }
 }
@@ -170,12 +179,16 @@ impl Sink for FramesSink {
         _acks: Acks,
     ) -> Result<(), SinkError> {
         while let Some(batch) = input.recv().await {
+            self.activity.touch();
             for output in batch.iter() {
                 // Before it is sent: a subscriber that listens after this reads it from the
                 // store.
                 if let OutputKind::Event(committed) = &output.kind {
                     self.last_ordinal
                         .fetch_max(committed.entry.ordinal, Ordering::Release);
+                    if let (_, Some(status)) = run_tally(std::slice::from_ref(&committed.entry)) {
+                        self.activity.run_is(status);
+                    }
                 }
                 // With nobody listening nothing is encoded: later subscribers read the store.
                 if self.frames.receiver_count() == 0 {

@@ -16,11 +16,12 @@ use reel_engine::{Incoming, ServeConfig, serve};
 use reel_proto::rpc::{
     PROTOCOL_VERSION, RpcRequestLine, ShutdownRequest, rpc_request_line::Request,
 };
-use tokio::sync::{OnceCell, broadcast, mpsc};
+use tokio::sync::{OnceCell, RwLock, broadcast, mpsc};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
     frames::{Frame, FramesSink},
+    idle::{self, Activity},
     source::{OpenedSession, SessionSource, SourceError},
 };
 
@@ -30,26 +31,42 @@ const BROADCAST_FRAMES: usize = 1024;
 /// The request id of the shutdown the server sends each session when it stops.
 pub const SHUTDOWN_REQUEST_ID: &str = "server-stopping";
 
+/// The request id of the shutdown that evicts an idle session.
+pub const IDLE_REQUEST_ID: &str = "server-idle";
+
 /// Requests queued for one session's writer.
 const REQUEST_QUEUE: usize = 64;
 
 /// One loaded session.
 pub struct Hosted {
-    requests: mpsc::Sender<Incoming>,
+    /// `None` once it is being evicted: a request that got in before is answered before the
+    /// session ends, and one after is told to wait for the reload.
+    requests: RwLock<Option<mpsc::Sender<Incoming>>>,
     /// Weak: the session's frames sink holds the channel, so that it closes, and every
     /// subscriber's stream ends, when the session does.
     frames: broadcast::WeakSender<Arc<Frame>>,
     last_ordinal: Arc<AtomicU64>,
+    activity: Arc<Activity>,
+    evicting: AtomicBool,
+    /// Cancelled once its writer has ended and its lease is released.
+    ended: CancellationToken,
 }
 
 impl Hosted {
-    /// Hands the writer a request; `false` when the session has just unloaded.
-    pub async fn send(&self, request: Incoming) -> bool {
-        self.requests.send(request).await.is_ok()
+    /// Hands the writer a request; gives it back when the session is unloading (wait for
+    /// [`Hosted::unloaded`] and load it again).
+    pub async fn send(&self, request: Incoming) -> Result<(), Incoming> {
+        self.activity.touch();
+        let requests = self.requests.read().await;
+        match requests.as_ref() {
+            Some(requests) => requests.send(request).await.map_err(|e| e.0),
+            None => Err(request),
+        }
     }
 
     /// A receiver of its frames; `None` once it has unloaded.
     pub fn subscribe(&self) -> Option<broadcast::Receiver<Arc<Frame>>> {
+        self.activity.touch();
         self.frames.upgrade().map(|frames| frames.subscribe())
     }
 
@@ -58,8 +75,32 @@ impl Hosted {
         self.last_ordinal.load(Ordering::Acquire)
     }
 
+    /// Resolves once the session has unloaded (its lease released).
+    pub async fn unloaded(&self) {
+        self.ended.cancelled().await;
+    }
+
     fn is_loaded(&self) -> bool {
-        !self.requests.is_closed()
+        !self.ended.is_cancelled() && !self.evicting.load(Ordering::Acquire)
+    }
+
+    /// Whether nobody has used it for `timeout`, nobody listens to it and no run is going.
+    fn is_idle(&self, timeout: Duration) -> bool {
+        let listeners = self.frames.upgrade().map_or(0, |f| f.receiver_count());
+        self.is_loaded()
+            && listeners == 0
+            && !self.activity.is_running()
+            && self.activity.idle_for() >= timeout
+    }
+
+    /// Asks the session to end after what it was sent so far; nothing more is taken.
+    async fn evict(&self, request_id: &str) {
+        self.evicting.store(true, Ordering::Release);
+        if let Some(requests) = self.requests.write().await.take() {
+            let _ = requests
+                .send(Incoming::Request(shutdown_request(request_id)))
+                .await;
+        }
     }
 }
 
@@ -93,6 +134,18 @@ impl Host {
         self.source.as_ref()
     }
 
+    /// Hands session `id` a request, loading the session when it is not loaded (or is
+    /// unloading: then once it has).
+    pub async fn send(&self, id: &str, mut request: Incoming) -> Result<(), SourceError> {
+        loop {
+            let hosted = self.session(id).await?;
+            match hosted.send(request).await {
+                Ok(()) => return Ok(()),
+                Err(back) => request = back,
+            }
+        }
+    }
+
     /// The loaded session `id`, loading it from the store when it is not.
     pub async fn session(&self, id: &str) -> Result<Arc<Hosted>, SourceError> {
         loop {
@@ -106,7 +159,9 @@ impl Host {
             if hosted.is_loaded() {
                 return Ok(Arc::clone(hosted));
             }
-            // It has unloaded since: its slot goes (unless another request replaced it already).
+            // It is unloading: it is loaded again once it has released its lease, and its
+            // slot goes (unless another request replaced it already).
+            hosted.unloaded().await;
             let mut slots = self.slots();
             if slots.get(id).is_some_and(|now| Arc::ptr_eq(now, &slot)) {
                 slots.remove(id);
@@ -125,19 +180,56 @@ impl Host {
     async fn load(&self, id: &str) -> Result<Arc<Hosted>, SourceError> {
         let (frames, _) = broadcast::channel(BROADCAST_FRAMES);
         let last_ordinal = Arc::new(AtomicU64::new(0));
+        let activity = Arc::new(Activity::new());
         let weak = frames.downgrade();
-        let sink = FramesSink::new(frames, Arc::clone(&last_ordinal));
+        let sink = FramesSink::new(frames, Arc::clone(&last_ordinal), Arc::clone(&activity));
         let opened = self.source.open(id, Box::new(sink)).await?;
         last_ordinal.store(opened.session.log().last_ordinal(), Ordering::Release);
         let (requests, incoming) = mpsc::channel(REQUEST_QUEUE);
-        self.writers
-            .spawn(write_session(opened, incoming, self.stop.child_token()));
+        let ended = CancellationToken::new();
+        let writer = write_session(opened, incoming, self.stop.child_token());
+        let done = ended.clone();
+        self.writers.spawn(async move {
+            writer.await;
+            done.cancel();
+        });
         tracing::info!("session {id} loaded");
         Ok(Arc::new(Hosted {
-            requests,
+            requests: RwLock::new(Some(requests)),
             frames: weak,
             last_ordinal,
+            activity,
+            evicting: AtomicBool::new(false),
+            ended,
         }))
+    }
+
+    /// Every `--idle-timeout`'s sweep: evicts the sessions idle for `timeout`, and forgets
+    /// the ones that have unloaded.
+    pub async fn evict_idle(&self, timeout: Duration) {
+        let idle: Vec<Arc<Hosted>> = {
+            let mut slots = self.slots();
+            slots.retain(|_, slot| slot.get().is_none_or(|h| !h.ended.is_cancelled()));
+            slots
+                .values()
+                .filter_map(|slot| slot.get())
+                .filter(|hosted| hosted.is_idle(timeout))
+                .cloned()
+                .collect()
+        };
+        for hosted in idle {
+            hosted.evict(IDLE_REQUEST_ID).await;
+        }
+    }
+
+    /// Evicts idle sessions until the server stops.
+    pub async fn evict_idle_until_stopped(&self, timeout: Duration) {
+        let mut sweeps = tokio::time::interval(idle::sweep_interval(timeout));
+        sweeps.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        while !self.is_stopping() {
+            sweeps.tick().await;
+            self.evict_idle(timeout).await;
+        }
     }
 
     /// Whether the server is stopping: no session loads any more.
@@ -158,7 +250,7 @@ impl Host {
         self.writers.close();
         let drained = async {
             for hosted in &loaded {
-                hosted.send(Incoming::Request(shutdown_request())).await;
+                hosted.evict(SHUTDOWN_REQUEST_ID).await;
             }
             self.writers.wait().await;
         };
@@ -173,12 +265,12 @@ impl Host {
 }
 
 /// The request that asks a session to end once its running submit has: the server's own, so
-/// its `done` (status `shutdown`) ends every stream of the session.
-fn shutdown_request() -> RpcRequestLine {
+/// its `done` (status `shutdown`) under `request_id` ends every stream of the session.
+fn shutdown_request(request_id: &str) -> RpcRequestLine {
     RpcRequestLine {
         version: PROTOCOL_VERSION,
         session_id: String::new(),
-        request_id: SHUTDOWN_REQUEST_ID.to_owned(),
+        request_id: request_id.to_owned(),
         request: Some(Request::Shutdown(ShutdownRequest {})),
     }
 }

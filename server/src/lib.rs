@@ -17,6 +17,7 @@ mod error;
 mod export;
 mod frames;
 mod host;
+mod idle;
 mod params;
 mod source;
 mod subscription;
@@ -38,6 +39,9 @@ pub struct ServeOptions {
     /// How long running runs may go on once the server is asked to stop, before they are
     /// stopped.
     pub grace: Duration,
+    /// A session nobody has used for this long is unloaded (its lease released, its memory
+    /// freed) and reloads from the store when it is used again.
+    pub idle_timeout: Duration,
 }
 
 /// Why a server could not run.
@@ -83,6 +87,10 @@ pub async fn serve(
         let token = auth::Token(Arc::from(token));
         app = app.layer(middleware::from_fn_with_state(token, auth::require_token));
     }
+    let sweeping = Arc::clone(&host);
+    let idle_timeout = options.idle_timeout;
+    let sweeper =
+        tokio::spawn(async move { sweeping.evict_idle_until_stopped(idle_timeout).await });
     let app = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .merge(app);
@@ -105,5 +113,6 @@ pub async fn serve(
         .map_err(ServeError::Serve);
     // Every session has flushed and released its lease before the server returns.
     let _ = sessions_stopped.await;
+    sweeper.abort();
     served
 }

@@ -113,7 +113,13 @@ impl Stream {
             return self.fail(error).await;
         }
         loop {
-            let frame = match live.recv().await {
+            // A client that went away while the session is quiet lets go of it at once (its
+            // receiver would keep the session from ever counting as idle).
+            let received = tokio::select! {
+                received = live.recv() => received,
+                () = self.tx.closed() => return,
+            };
+            let frame = match received {
                 Ok(frame) => frame,
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     tracing::debug!("a subscriber of {} missed {missed} frames", self.id);

@@ -51,7 +51,8 @@ pub async fn talk(
                 let rejected = match parse_line(line.as_bytes()) {
                     ParsedLine::Blank => continue,
                     ParsedLine::Request(request) => {
-                        if !hosted.send(Incoming::Request(*request)).await {
+                        // The session is unloading: the socket closes, and the client comes back.
+                        if hosted.send(Incoming::Request(*request)).await.is_err() {
                             break;
                         }
                         continue;

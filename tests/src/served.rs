@@ -138,6 +138,29 @@ impl Served {
         answer(response).await
     }
 
+    /// Reads the server's stderr until a line contains `needle`; the lines read, that one
+    /// last. Panics after a minute without it. It waits without blocking the test's runtime
+    /// (whose tasks, closing the test's dropped connections, must go on meanwhile).
+    pub async fn wait_for_log(&self, needle: &str) -> Vec<String> {
+        let mut lines = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            match self.stderr.try_recv() {
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    lines.push(line);
+                    if found {
+                        return lines;
+                    }
+                }
+                Err(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(_) => panic!("no {needle:?} on stderr; it said {lines:#?}"),
+            }
+        }
+    }
+
     /// GETs `path`; returns the status, the `Content-Type` and the body as text.
     pub async fn get_text(&self, path: &str) -> (u16, String, String) {
         let response = self

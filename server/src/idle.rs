@@ -1,0 +1,59 @@
+//! Idle sessions. A loaded session costs memory and holds its lease; one that nobody has used
+//! for `--idle-timeout` (no request, no frame, no subscriber, no run going) is asked to shut
+//! down, as a `shutdown` request would, and reloads from the store when it is used again.
+
+use std::{
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    time::Duration,
+};
+
+use reel_engine::RunStatus;
+use tokio::time::Instant;
+
+/// When a session was last used.
+pub struct Activity {
+    epoch: Instant,
+    /// Milliseconds from `epoch` to the last use.
+    last: AtomicU64,
+    /// A run has started and not ended (a long tool call makes no frames, yet it is use).
+    running: AtomicBool,
+}
+
+impl Activity {
+    pub fn new() -> Self {
+        Self {
+            epoch: Instant::now(),
+            last: AtomicU64::new(0),
+            running: AtomicBool::new(false),
+        }
+    }
+
+    /// The session is used now.
+    pub fn touch(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        self.last.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Whether a run has started and not ended.
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::Relaxed)
+    }
+
+    /// The session's newest run now stands at `status`.
+    pub fn run_is(&self, status: RunStatus) {
+        self.running
+            .store(status == RunStatus::Running, Ordering::Relaxed);
+    }
+
+    /// How long since it was last used.
+    pub fn idle_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+}
+
+/// How often sessions are looked at for eviction: often enough that none stays loaded much
+/// past its timeout, never more than once a second.
+pub fn sweep_interval(timeout: Duration) -> Duration {
+    (timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
+}
