@@ -10,15 +10,21 @@
 //!   [`crate::websocket`]).
 //! * `GET /v1/sessions/{id}/export?format=F&at=N`, `POST /v1/sessions/{id}/fork` `{id?, at?}`
 //!   (see [`crate::export`]).
+//! * `GET /metrics`: Prometheus figures (see [`crate::metrics`]).
 //! * `GET /healthz`.
 
-use std::{convert::Infallible, sync::Arc, time::Duration};
+use std::{
+    convert::Infallible,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use axum::{
     Json, Router,
     body::Bytes,
     extract::{
-        DefaultBodyLimit, Path, Request, State, WebSocketUpgrade, rejection::BytesRejection,
+        DefaultBodyLimit, MatchedPath, Path, Request, State, WebSocketUpgrade,
+        rejection::BytesRejection,
     },
     http::{HeaderMap, StatusCode, header},
     middleware::{self, Next},
@@ -65,9 +71,38 @@ pub fn routes(host: Arc<Host>) -> Router {
         .route("/v1/sessions/{id}/ws", get(websocket))
         .route("/v1/sessions/{id}/export", get(export::export))
         .route("/v1/sessions/{id}/fork", post(export::fork))
+        .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn(refuse_oversized))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&host),
+            time_request,
+        ))
         .with_state(host)
+}
+
+/// Records how long each request took to answer (to the response's start: an event stream
+/// counts until its first byte), by route.
+async fn time_request(State(host): State<Arc<Host>>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
+    let response = next.run(request).await;
+    host.metrics.observe_request(
+        method.as_str(),
+        &route,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
+async fn metrics(State(host): State<Arc<Host>>) -> Response {
+    let text = host.metrics.render(&host.census());
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
 }
 
 /// Refuses a body that says it is over [`BODY_LIMIT`] before reading any of it (one without a

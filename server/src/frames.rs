@@ -19,6 +19,8 @@ use reel_proto::{
 };
 use tokio::sync::{broadcast, mpsc};
 
+use prometheus_client::metrics::counter::Counter;
+
 use crate::idle::Activity;
 
 /// Where a frame sits in a session's stream: its event's ordinal and its index among that
@@ -151,6 +153,7 @@ pub struct FramesSink {
     last_ordinal: Arc<AtomicU64>,
     /// A session that makes frames is in use.
     activity: Arc<Activity>,
+    events_appended: Counter,
 }
 
 impl FramesSink {
@@ -158,11 +161,13 @@ impl FramesSink {
         frames: broadcast::Sender<Arc<Frame>>,
         last_ordinal: Arc<AtomicU64>,
         activity: Arc<Activity>,
+        events_appended: Counter,
     ) -> Self {
         Self {
             frames,
             last_ordinal,
             activity,
+            events_appended,
         }
     }
 }
@@ -184,6 +189,7 @@ impl Sink for FramesSink {
                 // Before it is sent: a subscriber that listens after this reads it from the
                 // store.
                 if let OutputKind::Event(committed) = &output.kind {
+                    self.events_appended.inc();
                     self.last_ordinal
                         .fetch_max(committed.entry.ordinal, Ordering::Release);
                     if let (_, Some(status)) = run_tally(std::slice::from_ref(&committed.entry)) {

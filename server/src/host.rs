@@ -22,6 +22,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use crate::{
     frames::{Frame, FramesSink},
     idle::{self, Activity},
+    metrics::{Census, Metrics},
     source::{OpenedSession, SessionSource, SourceError},
 };
 
@@ -114,6 +115,7 @@ pub struct Host {
     /// Set when the server starts stopping: no session loads after.
     stopping: AtomicBool,
     writers: TaskTracker,
+    pub metrics: Metrics,
 }
 
 /// Where one session is loaded, once, however many requests ask for it at a time.
@@ -127,6 +129,7 @@ impl Host {
             stop: CancellationToken::new(),
             stopping: AtomicBool::new(false),
             writers: TaskTracker::new(),
+            metrics: Metrics::new(),
         }
     }
 
@@ -182,7 +185,12 @@ impl Host {
         let last_ordinal = Arc::new(AtomicU64::new(0));
         let activity = Arc::new(Activity::new());
         let weak = frames.downgrade();
-        let sink = FramesSink::new(frames, Arc::clone(&last_ordinal), Arc::clone(&activity));
+        let sink = FramesSink::new(
+            frames,
+            Arc::clone(&last_ordinal),
+            Arc::clone(&activity),
+            self.metrics.events_appended(),
+        );
         let opened = self.source.open(id, Box::new(sink)).await?;
         last_ordinal.store(opened.session.log().last_ordinal(), Ordering::Release);
         let (requests, incoming) = mpsc::channel(REQUEST_QUEUE);
@@ -202,6 +210,24 @@ impl Host {
             evicting: AtomicBool::new(false),
             ended,
         }))
+    }
+
+    /// What is loaded now, for the metrics.
+    pub fn census(&self) -> Census {
+        let slots = self.slots();
+        let mut census = Census::default();
+        for hosted in slots.values().filter_map(|slot| slot.get()) {
+            if !hosted.is_loaded() {
+                continue;
+            }
+            census.sessions_loaded += 1;
+            census.runs_active += i64::from(hosted.activity.is_running());
+            if let Some(frames) = hosted.frames.upgrade() {
+                census.subscribers += frames.receiver_count() as i64;
+                census.queued_frames += frames.len() as i64;
+            }
+        }
+        census
     }
 
     /// Every `--idle-timeout`'s sweep: evicts the sessions idle for `timeout`, and forgets

@@ -18,6 +18,7 @@ mod export;
 mod frames;
 mod host;
 mod idle;
+mod metrics;
 mod params;
 mod source;
 mod subscription;
