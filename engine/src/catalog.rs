@@ -16,6 +16,7 @@ use crate::{
 
 /// One row of `reel sessions`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionSummary {
     pub session_id: String,
     /// The first prompt.

@@ -101,6 +101,8 @@ vocabulary! {
         OrdinalOutOfRange = "ordinal_out_of_range",
         /// `reel serve`: the server is stopping and takes no more requests.
         ServerStopping = "server_stopping",
+        /// `reel serve`: a WebSocket route was asked for without a WebSocket handshake.
+        UpgradeRequired = "upgrade_required",
         /// `reel serve`: a query parameter is missing or is not what the route takes.
         InvalidQuery = "invalid_query",
     }

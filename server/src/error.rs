@@ -6,6 +6,11 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use reel_engine::{ErrorCode, StoreError};
+use serde::Serialize;
+use utoipa::{
+    ToSchema,
+    openapi::schema::{Object, ObjectBuilder, Type},
+};
 
 use crate::source::SourceError;
 
@@ -70,11 +75,37 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// The body of every error answer.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(Serialize, ToSchema)]
+struct ErrorDetail {
+    /// The code, as the frames' `error.code` has it.
+    #[schema(schema_with = error_code_schema)]
+    code: &'static str,
+    /// What went wrong and what to do.
+    message: String,
+}
+
+/// Every error code, as an enum of strings.
+fn error_code_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(ErrorCode::ALL.iter().map(|code| code.as_str())))
+        .build()
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({
-            "error": { "code": self.code.as_str(), "message": self.message }
-        });
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.as_str(),
+                message: self.message,
+            },
+        };
         let mut response = (self.status, Json(body)).into_response();
         if self.code == ErrorCode::Unauthorized {
             let challenge = header::HeaderValue::from_static("Bearer");

@@ -11,19 +11,21 @@ use axum::{
     http::{StatusCode, header},
     response::{IntoResponse, Response},
 };
-use reel_engine::{check_session_id, new_id};
+use reel_engine::{SessionSummary, check_session_id, new_id};
 use serde::Deserialize;
 use tokio_util::io::ReaderStream;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::{
     api::{json_body, summary},
-    error::ApiError,
+    error::{ApiError, ErrorBody},
     host::Host,
     params::Params,
     source::ExportFormat,
 };
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ExportQuery {
     format: ExportFormat,
@@ -31,6 +33,23 @@ pub struct ExportQuery {
     at: Option<u64>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/export",
+    tag = "sessions",
+    params(("id" = String, Path, description = "The session's id"), ExportQuery),
+    responses(
+        (status = 200, description = "The session in the format asked for, as `reel export` writes it", content(
+            (String = "application/jsonl; charset=utf-8"),
+            (String = "text/markdown; charset=utf-8"),
+            (String = "text/html; charset=utf-8"),
+            (Vec<Object> = "application/json"),
+        )),
+        (status = 400, description = "No such format, or an ordinal past the session's end", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 500, description = "The store failed", body = ErrorBody),
+    )
+)]
 pub async fn export(
     State(host): State<Arc<Host>>,
     Path(id): Path<String>,
@@ -41,15 +60,31 @@ pub async fn export(
     Ok(([(header::CONTENT_TYPE, query.format.content_type())], body).into_response())
 }
 
-#[derive(Deserialize, Default)]
+/// A fork: a new session whose history is the first `at` events of another.
+#[derive(Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Fork {
-    /// The new session's id (default: a new one).
+    /// The new session's id (default: a new one); as a session id is made.
+    #[schema(pattern = r"^[A-Za-z0-9_:@][A-Za-z0-9_.:@-]{0,127}$")]
     id: Option<String>,
     /// The new session holds the events up to and including this ordinal (default: all).
     at: Option<u64>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/fork",
+    tag = "sessions",
+    params(("id" = String, Path, description = "The session to fork")),
+    request_body(content = Option<Fork>, description = "An empty body forks all of it under a new id"),
+    responses(
+        (status = 201, description = "The new session", body = SessionSummary),
+        (status = 400, description = "A body that is no fork, a bad id, or an ordinal past the end", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 409, description = "The new id is taken", body = ErrorBody),
+        (status = 500, description = "The store failed", body = ErrorBody),
+    )
+)]
 pub async fn fork(
     State(host): State<Arc<Host>>,
     Path(id): Path<String>,

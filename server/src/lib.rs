@@ -19,7 +19,10 @@ mod frames;
 mod host;
 mod idle;
 mod metrics;
+mod openapi;
 mod params;
+mod session_io;
+mod sessions;
 mod source;
 mod subscription;
 mod websocket;
@@ -93,7 +96,7 @@ pub async fn serve(
     let sweeper =
         tokio::spawn(async move { sweeping.evict_idle_until_stopped(idle_timeout).await });
     let app = Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(openapi::health))
         .merge(app);
     listening(address);
     // At `stop` the listener closes at once; the sessions are shut down meanwhile, and their

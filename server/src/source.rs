@@ -6,7 +6,7 @@ use reel_engine::{
 };
 
 /// What a stored session exports to (`reel export --format`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ExportFormat {
     /// The frames a client would have seen, one JSON line each.

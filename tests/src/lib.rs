@@ -18,6 +18,7 @@ pub mod served;
 pub mod sse_server;
 pub mod stored;
 mod timeline_db;
+pub mod virtualenv;
 
 pub use local_llm::local_llm_python;
 pub use peak_rss::PeakRss;

