@@ -15,13 +15,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let descriptors = protox::compile(PROTOS, ["proto"])?;
 
+    // Maps are BTreeMaps: their JSON (and so every export and frame) is in a stable order.
     prost_build::Config::new()
+        .btree_map(["."])
         .extern_path(".google.protobuf.Any", "crate::Any")
         .compile_fds(descriptors.clone())?;
 
     pbjson_build::Builder::new()
         .register_descriptors(&descriptors.encode_to_vec())?
         .extern_path(".google.protobuf.Any", "crate::Any")
+        .btree_map(["."])
         .ignore_unknown_fields()
         .build(&[".reel"])?;
 

@@ -189,9 +189,17 @@ pub fn prepare(invocation: &Invocation) -> anyhow::Result<Prepared> {
     if let Some(window) = args.context_window {
         context_policy.window_tokens = Some(window);
     }
+    // The variables fill the system prompt too: a served session's prompts come from its
+    // submits, so its variables' values reach the model there.
+    let system_prompt = command
+        .system_prompt
+        .as_deref()
+        .map(|text| crate::template::render(text, &invocation.variables))
+        .transpose()
+        .context("system_prompt")?;
     Ok(Prepared {
         prompt,
-        system_prompt: command.system_prompt.clone(),
+        system_prompt,
         provider,
         settings,
         tools,

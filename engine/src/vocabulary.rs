@@ -99,6 +99,9 @@ vocabulary! {
         CursorOutOfRange = "cursor_out_of_range",
         /// `reel serve`: an export's or a fork's ordinal is past the session's last event.
         OrdinalOutOfRange = "ordinal_out_of_range",
+        /// `reel serve`: a new session's command is not one the server has, or its variables
+        /// are not the command's.
+        InvalidCommand = "invalid_command",
         /// `reel serve`: the server is stopping and takes no more requests.
         ServerStopping = "server_stopping",
         /// `reel serve`: a WebSocket route was asked for without a WebSocket handshake.

@@ -51,6 +51,7 @@ impl From<SourceError> for ApiError {
             SourceError::Exists(_) => (StatusCode::CONFLICT, ErrorCode::SessionExists),
             SourceError::Busy(_) => (StatusCode::CONFLICT, ErrorCode::SessionBusy),
             SourceError::InvalidId(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidSessionId),
+            SourceError::InvalidCommand(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidCommand),
             SourceError::Stopping(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ServerStopping)
             }

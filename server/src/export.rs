@@ -68,6 +68,7 @@ pub struct Fork {
     #[schema(pattern = r"^[A-Za-z0-9_:@][A-Za-z0-9_.:@-]{0,127}$")]
     id: Option<String>,
     /// The new session holds the events up to and including this ordinal (default: all).
+    #[schema(minimum = 1)]
     at: Option<u64>,
 }
 

@@ -1,7 +1,7 @@
 //! The sessions: `POST /v1/sessions` creates one, `GET /v1/sessions` lists them a page at a
 //! time, `GET /v1/sessions/{id}` shows one with its whole timeline.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use axum::{
     Json,
@@ -20,6 +20,7 @@ use crate::{
     error::{ApiError, ErrorBody},
     host::Host,
     params::Params,
+    source::SessionConfig,
 };
 
 /// Sessions in one page of `GET /v1/sessions` at most.
@@ -33,6 +34,12 @@ pub struct CreateSession {
     /// or `.`, at most 128 bytes.
     #[schema(pattern = r"^[A-Za-z0-9_:@][A-Za-z0-9_.:@-]{0,127}$")]
     id: Option<String>,
+    /// The command file it runs: a name in the server's `--commands` folder (`haiku` for
+    /// `haiku.yaml`); default the server's `--command`.
+    command: Option<String>,
+    /// Values for the command's variables (the others take their defaults); they fill its
+    /// `{{ name }}` placeholders.
+    variables: Option<BTreeMap<String, String>>,
 }
 
 #[utoipa::path(
@@ -42,7 +49,7 @@ pub struct CreateSession {
     request_body(content = Option<CreateSession>, description = "An empty body makes a session with a new id"),
     responses(
         (status = 201, description = "Created", body = SessionSummary),
-        (status = 400, description = "A body that is no session, or a bad id", body = ErrorBody),
+        (status = 400, description = "A body that is no session, a bad id, or a command the server does not have (`invalid_command`)", body = ErrorBody),
         (status = 409, description = "The id is taken (`session_exists`)", body = ErrorBody),
         (status = 413, description = "The body is over the limit", body = ErrorBody),
         (status = 500, description = "The store failed", body = ErrorBody),
@@ -52,11 +59,18 @@ pub async fn create_session(
     State(host): State<Arc<Host>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let create: CreateSession = json_body(body, "a session is created with {\"id\"?: string}")?;
+    let create: CreateSession = json_body(
+        body,
+        "a session is created with {\"id\"?: string, \"command\"?: string, \"variables\"?: {name: value}}",
+    )?;
     let id = create.id.unwrap_or_else(new_id);
     check_session_id(&id)
         .map_err(|e| ApiError::bad_request(ErrorCode::InvalidSessionId, e.to_string()))?;
-    host.source().create(&id).await?;
+    let config = SessionConfig {
+        command: create.command,
+        variables: create.variables.unwrap_or_default(),
+    };
+    host.source().create(&id, &config).await?;
     let summary = summary(host.source().catalog().await?.as_mut(), &id).await?;
     Ok((StatusCode::CREATED, Json(summary)).into_response())
 }

@@ -1,9 +1,20 @@
 //! Where the server gets its sessions: the binary knows command files, providers and databases,
 //! the server only hosts what it is handed.
 
+use std::collections::BTreeMap;
+
 use reel_engine::{
     Budgets, ContextPolicy, ModelSettings, Provider, Session, SessionCatalog, Sink, Toolbox,
 };
+
+/// What a new session runs.
+#[derive(Clone, Debug, Default)]
+pub struct SessionConfig {
+    /// A command file's name in the server's commands folder; `None` for its default command.
+    pub command: Option<String>,
+    /// Values of the command's variables (the rest take their defaults).
+    pub variables: BTreeMap<String, String>,
+}
 
 /// What a stored session exports to (`reel export --format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
@@ -59,6 +70,9 @@ pub enum SourceError {
     Busy(String),
     #[error("{0}")]
     InvalidId(String),
+    /// The command a new session asks for is not the server's, or its variables are wrong.
+    #[error("{0}")]
+    InvalidCommand(String),
     /// The server is stopping.
     #[error("{0}")]
     Stopping(String),
@@ -73,8 +87,10 @@ pub enum SourceError {
 /// The sessions a server hosts.
 #[async_trait::async_trait]
 pub trait SessionSource: Send + Sync + 'static {
-    /// Stores a new, empty session `id`; [`SourceError::Exists`] when there is one.
-    async fn create(&self, id: &str) -> Result<(), SourceError>;
+    /// Stores a new session `id` that runs `config`; [`SourceError::Exists`] when there is
+    /// one, [`SourceError::InvalidCommand`] when `config` names no command the server has or
+    /// values its command does not take.
+    async fn create(&self, id: &str, config: &SessionConfig) -> Result<(), SourceError>;
 
     /// Opens the stored session `id` for writing, with `frames` among its sinks.
     async fn open(&self, id: &str, frames: Box<dyn Sink>) -> Result<OpenedSession, SourceError>;

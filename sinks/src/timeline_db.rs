@@ -62,7 +62,10 @@ impl<S: LogStore> TimelineDbSink<S> {
             context_ordinal: ordinal,
             entities_ordinal,
             snapshot_ordinal: ordinal,
-            title_known: ordinal > 0,
+            // A resumed session may have no title yet (its first events were no prompt: `reel
+            // serve` records a session's command first). The first prompt after a resume is
+            // offered; the store keeps a title once it has one.
+            title_known: false,
         }
     }
 

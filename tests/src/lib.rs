@@ -307,7 +307,7 @@ mod tests {
                 .unwrap_or_default();
             let declared: Vec<&str> = deps
                 .lines()
-                .filter_map(|line| line.split('.').next())
+                .filter_map(|line| line.split(['.', ' ', '=']).next())
                 .filter(|name| name.starts_with("reel-"))
                 .collect();
             let mut declared = declared;

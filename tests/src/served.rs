@@ -36,15 +36,30 @@ impl Served {
         Self::start_on(command, &["--timeline-db", db], extra, env)
     }
 
+    /// Starts `reel serve` with `flags` choosing its commands (`--command`, `--commands`),
+    /// on the SQLite database `db`, with `extra` flags.
+    pub fn start_with(flags: &[&str], db: &Path, extra: &[&str]) -> Self {
+        let db = db.to_str().expect("a UTF-8 path");
+        let mut args = flags.to_vec();
+        args.extend(["--timeline-db", db]);
+        Self::spawn(&args, extra, &[])
+    }
+
     /// As [`Served::start`], on a PostgreSQL timeline database.
     pub fn start_postgres(command: &str, dsn: &str) -> Self {
         Self::start_on(command, &["--timeline-dsn", dsn], &[], &[])
     }
 
     fn start_on(command: &str, store: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut args = vec!["--command", command];
+        args.extend(store);
+        Self::spawn(&args, extra, env)
+    }
+
+    fn spawn(args: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(reel_binary())
-            .args(["serve", "--listen", "127.0.0.1:0", "--command", command])
-            .args(store)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .args(extra)
             .env_remove("REEL_LOG")
             .envs(env.iter().copied())
@@ -177,6 +192,14 @@ impl Served {
             .unwrap_or_default()
             .to_owned();
         (status, kind, response.text().await.expect("a body"))
+    }
+
+    /// Creates session `id` with the other `fields` of its body (`"command": …`).
+    pub async fn create_with(&self, id: &str, fields: &str) {
+        let (status, body) = self
+            .post("/v1/sessions", &format!(r#"{{"id":"{id}",{fields}}}"#))
+            .await;
+        assert_eq!(status, 201, "{body}");
     }
 
     /// Creates session `id`.

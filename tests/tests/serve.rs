@@ -24,13 +24,14 @@ async fn sessions_are_created_listed_driven_and_streamed() {
     assert_eq!(status, 201, "{created}");
     let generated = created["session_id"].as_str().unwrap().to_owned();
 
-    // A subscriber before the first request: hello, the (empty) timeline, then live frames.
+    // A subscriber before the first request: hello, the (empty) timeline as of the session's
+    // first event (what it runs), then live frames.
     let mut events = served.events("s1", None).await;
     let hello = events.next().await.unwrap();
     assert!(matches!(hello.frame.frame(), Frame::Hello(_)), "{hello:?}");
     let snapshot = events.next().await.unwrap();
     assert!(matches!(snapshot.frame.frame(), Frame::Snapshot(_)));
-    assert_eq!(snapshot.id, "0");
+    assert_eq!(snapshot.id, "1");
     let rid = served
         .request(
             "s1",

@@ -129,6 +129,13 @@ async fn a_fork_holds_its_parent_s_history_up_to_an_ordinal_and_goes_on_alone() 
             400,
             "ordinal_out_of_range",
         ),
+        // An empty fork would hold nothing to run (found by the OpenAPI fuzzer).
+        (
+            "/v1/sessions/parent/fork",
+            r#"{"at":0}"#,
+            400,
+            "ordinal_out_of_range",
+        ),
         (
             "/v1/sessions/parent/fork",
             r#"{"id":"no/slash"}"#,

@@ -45,6 +45,11 @@ pub async fn run(args: ForkArgs) -> anyhow::Result<()> {
             args.at
         ));
     }
+    if args.at == 0 {
+        return Err(anyhow::anyhow!(
+            "a fork holds at least one event: --at is 1 or more"
+        ));
+    }
     let new = args.new_session.as_str();
     reel_engine::check_session_id(new).context("--new-session")?;
     if writer.exists(new).await? {

@@ -1,8 +1,11 @@
 //! `reel serve`: many sessions in one process over HTTP, Server-Sent Events and WebSocket
-//! (see the `reel-server` crate). Every session runs the one command file `--command` names;
-//! this module is what the server asks for sessions: it opens them in the timeline database,
-//! with their command file prepared as `run-command --stdin-rpc --session-id ID --resume`
-//! would.
+//! (see the `reel-server` crate). This module is what the server asks for sessions: it opens
+//! them in the timeline database, each with its command file ([`commands`]) prepared as
+//! `run-command --stdin-rpc --session-id ID --resume` would.
+
+mod commands;
+
+use commands::Commands;
 
 use std::{
     collections::BTreeMap,
@@ -16,9 +19,11 @@ use std::{
 use anyhow::Context;
 use clap::{Args, Parser};
 use indicatif::ProgressBar;
-use reel_engine::{Commit, Fanout, LogStore, SessionCatalog, Sink, StoreError, error_chain};
+use reel_engine::{
+    Commit, EventLog, Fanout, LogStore, SessionCatalog, Sink, StoreError, error_chain,
+};
 use reel_server::{
-    ExportFormat, OpenedSession, RunSetup, ServeOptions, SessionSource, SourceError,
+    ExportFormat, OpenedSession, RunSetup, ServeOptions, SessionConfig, SessionSource, SourceError,
 };
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
 use tokio::sync::Mutex;
@@ -42,9 +47,13 @@ pub struct ServeArgs {
     /// on stderr). Without --token-env only a loopback address is allowed.
     #[arg(long, value_name = "ADDR")]
     pub listen: SocketAddr,
-    /// The command file every session runs (its provider, system prompt and tools).
-    #[arg(long, value_name = "FILE")]
-    pub command: PathBuf,
+    /// The command file a session runs when it names none (its provider, system prompt and
+    /// tools).
+    #[arg(long, value_name = "FILE", required_unless_present = "commands")]
+    pub command: Option<PathBuf>,
+    /// A folder of command files (`NAME.yaml`) a new session may name (`"command": "NAME"`).
+    #[arg(long, value_name = "DIR")]
+    pub commands: Option<PathBuf>,
     /// The SQLite timeline database that holds the sessions (created if missing).
     #[arg(long, value_name = "PATH", required_unless_present = "timeline_dsn")]
     pub timeline_db: Option<PathBuf>,
@@ -105,14 +114,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sessions kept in one timeline database, each running one command file.
+/// Sessions kept in one timeline database, each running one of the server's command files.
 struct CommandSessions {
     /// The first connection: others are opened beside it (never by opening the file again,
     /// which would drop this process's locks on it).
     base: Mutex<TimelineStore>,
     shown: String,
-    command: PathBuf,
-    /// `run-command`'s flags for a served session, but its id.
+    commands: Commands,
+    /// `run-command`'s flags for a served session, but its id and command file.
     template: RunCommandArgs,
 }
 
@@ -132,7 +141,13 @@ struct RunCommandLine {
 
 impl CommandSessions {
     async fn open(args: &ServeArgs) -> anyhow::Result<Self> {
-        let file = CommandFile::load(&args.command).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let commands = Commands {
+            default: args.command.clone(),
+            folder: args.commands.clone(),
+        };
+        let all = commands
+            .all()
+            .with_context(|| format!("--commands {:?}", args.commands))?;
         let location = match (&args.timeline_dsn, &args.timeline_db) {
             (Some(dsn), _) => Location::dsn(dsn)?,
             (None, Some(path)) => Location::path(path),
@@ -140,24 +155,33 @@ impl CommandSessions {
         };
         let base = open_timeline(&location, Access::ReadWrite).await?;
         let template = RunCommandLine::try_parse_from([
-            "run-command".as_ref(),
-            args.command.as_os_str(),
-            "--rpc".as_ref(),
-            "--stdin-rpc".as_ref(),
-            "--resume".as_ref(),
-            // Each session's own id replaces it.
-            "--session-id".as_ref(),
-            "served".as_ref(),
+            "run-command",
+            // Each session's own command file and id replace these.
+            "served.yaml",
+            "--rpc",
+            "--stdin-rpc",
+            "--resume",
+            "--session-id",
+            "served",
         ])?
         .args;
         let sessions = Self {
             base: Mutex::new(base),
             shown: location.shown(),
-            command: args.command.clone(),
+            commands,
             template,
         };
-        // The command is checked now, not at the first session.
-        prepare(&sessions.invocation("check", file))?;
+        // Every command is checked now, not at its first session.
+        for path in all {
+            let file = CommandFile::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let defaults = file
+                .variables
+                .iter()
+                .map(|v| (v.name.clone(), v.default.clone().unwrap_or_default()))
+                .collect();
+            prepare(&sessions.invocation("check", &path, file, defaults))
+                .with_context(|| path.display().to_string())?;
+        }
         Ok(sessions)
     }
 
@@ -199,14 +223,16 @@ impl CommandSessions {
     }
 
     /// A served session's `run-command` invocation.
-    fn invocation(&self, id: &str, command: CommandFile) -> Invocation {
+    fn invocation(
+        &self,
+        id: &str,
+        path: &std::path::Path,
+        command: CommandFile,
+        variables: BTreeMap<String, String>,
+    ) -> Invocation {
         let mut args = self.template.clone();
         args.session_id = Some(id.to_owned());
-        let variables: BTreeMap<String, String> = command
-            .variables
-            .iter()
-            .filter_map(|v| Some((v.name.clone(), v.default.clone()?)))
-            .collect();
+        args.command_file = path.to_path_buf();
         Invocation {
             args,
             command: Ok(command),
@@ -217,7 +243,8 @@ impl CommandSessions {
 
 #[async_trait::async_trait]
 impl SessionSource for CommandSessions {
-    async fn create(&self, id: &str) -> Result<(), SourceError> {
+    async fn create(&self, id: &str, config: &SessionConfig) -> Result<(), SourceError> {
+        let chosen = self.commands.choose(config)?;
         let mut store = self.beside(Connection::Writing).await?;
         // The lease first: of two creations of one id, the second then finds the first's. A
         // session someone holds exists (or is being created).
@@ -228,13 +255,14 @@ impl SessionSource for CommandSessions {
         }
         let created = match store.exists(id).await.map_err(failed) {
             Ok(true) => Err(exists()),
-            // A commit of nothing makes the session's row: it exists before its first event.
+            // Its first event is what it runs: it exists before its first prompt.
             Ok(false) => {
-                let empty = Commit {
-                    entities_ordinal: Some(0),
+                let first = EventLog::new().append(commands::configured_event(config, &chosen));
+                let commit = Commit {
+                    events: vec![first],
                     ..Commit::default()
                 };
-                store.commit(id, &empty).await.map_err(failed)
+                store.commit(id, &commit).await.map_err(failed)
             }
             Err(error) => Err(error),
         };
@@ -243,12 +271,13 @@ impl SessionSource for CommandSessions {
     }
 
     async fn open(&self, id: &str, frames: Box<dyn Sink>) -> Result<OpenedSession, SourceError> {
-        let command =
-            CommandFile::load(&self.command).map_err(|e| SourceError::Failed(e.to_string()))?;
-        let invocation = self.invocation(id, command);
+        let mut store = self.beside(Connection::Writing).await?;
+        let config = commands::recorded(&mut store, id).await?;
+        let chosen = self.commands.choose(&config)?;
+        let invocation = self.invocation(id, &chosen.path, chosen.file, chosen.variables);
         let prepared = prepare(&invocation).map_err(anyhow_failed)?;
         let stores = Stores {
-            timeline: Some(self.beside(Connection::Writing).await?),
+            timeline: Some(store),
             turns: None,
             shown: self.shown.clone(),
         };
@@ -295,6 +324,11 @@ impl SessionSource for CommandSessions {
     async fn fork(&self, id: &str, at: Option<u64>, new_id: &str) -> Result<(), SourceError> {
         let mut reader = self.beside(Connection::Reading).await?;
         let at = self.ordinal_in(&mut reader, id, at).await?;
+        if at == 0 {
+            return Err(SourceError::OutOfRange(format!(
+                "a fork holds at least one event of session {id:?}: at is 1 or more"
+            )));
+        }
         let mut writer = self.beside(Connection::Writing).await?;
         if writer.exists(new_id).await.map_err(failed)? {
             return Err(self.exists(new_id));
