@@ -4,8 +4,8 @@
 
 use reel_proto::rpc::rpc_line::Frame;
 use reel_tests::{
+    scripted_command,
     served::{Served, StreamedFrame, echo_command, text_of, ui_events},
-    write_file,
 };
 use serde_json::Value;
 
@@ -299,17 +299,11 @@ const SHUTDOWN: &str = "server-stopping";
 
 /// A command whose reply is "first ", a pause of `pause_ms`, then "never".
 fn sleeping_command(dir: &std::path::Path, pause_ms: u64) -> String {
-    let script = write_file(
+    scripted_command(
         dir,
-        "slow.yaml",
         &format!(
             "turns:\n  - - text: \"first \"\n    - sleep_ms: {pause_ms}\n    - text: \"never\"\n"
         ),
-    );
-    write_file(
-        dir,
-        "slow-command.yaml",
-        &format!("name: slow\ndescription: slow\nprompt: unused\nprovider:\n  script: {script}\n"),
     )
 }
 

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use reel_tests::{
+    scripted_command,
     served::{Served, echo_command},
-    write_file,
 };
 
 #[tokio::test]
@@ -46,17 +46,9 @@ async fn an_idle_session_unloads_and_reloads_from_the_store() {
 #[tokio::test]
 async fn a_run_going_keeps_its_session_loaded_however_quiet_it_is() {
     let dir = tempfile::tempdir().unwrap();
-    let script = write_file(
+    let command = scripted_command(
         dir.path(),
-        "quiet.yaml",
         "turns:\n  - - text: \"first \"\n    - sleep_ms: 1500\n    - text: \"last\"\n  - - text: \"later\"\n",
-    );
-    let command = write_file(
-        dir.path(),
-        "quiet-command.yaml",
-        &format!(
-            "name: quiet\ndescription: quiet\nprompt: unused\nprovider:\n  script: {script}\n"
-        ),
     );
     let served = Served::start(
         &command,

@@ -2,22 +2,16 @@
 //! events appended, and the request latencies by route, in the Prometheus text format.
 
 use reel_tests::{
+    scripted_command,
     served::{Served, ui_events},
-    write_file,
 };
 
 #[tokio::test]
 async fn metrics_count_what_the_server_holds_and_did() {
     let dir = tempfile::tempdir().unwrap();
-    let script = write_file(
+    let command = scripted_command(
         dir.path(),
-        "two.yaml",
         "turns:\n  - - text: \"quick\"\n  - - text: \"slow \"\n    - sleep_ms: 60000\n",
-    );
-    let command = write_file(
-        dir.path(),
-        "two-command.yaml",
-        &format!("name: two\ndescription: two\nprompt: unused\nprovider:\n  script: {script}\n"),
     );
     let served = Served::start(&command, &dir.path().join("t.db"), &[], &[]);
     let before = metrics(&served).await;
