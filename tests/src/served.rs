@@ -144,13 +144,15 @@ impl Served {
     }
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
-        let response = self
-            .client
+        answer(self.send_get(path).await).await
+    }
+
+    async fn send_get(&self, path: &str) -> reqwest::Response {
+        self.client
             .get(self.url(path))
             .send()
             .await
-            .expect("the server answers");
-        answer(response).await
+            .expect("the server answers")
     }
 
     /// Reads the server's stderr until a line contains `needle`; the lines read, that one
@@ -178,12 +180,7 @@ impl Served {
 
     /// GETs `path`; returns the status, the `Content-Type` and the body as text.
     pub async fn get_text(&self, path: &str) -> (u16, String, String) {
-        let response = self
-            .client
-            .get(self.url(path))
-            .send()
-            .await
-            .expect("the server answers");
+        let response = self.send_get(path).await;
         let status = response.status().as_u16();
         let kind = response
             .headers()

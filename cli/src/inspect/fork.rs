@@ -45,11 +45,7 @@ pub async fn run(args: ForkArgs) -> anyhow::Result<()> {
             args.at
         ));
     }
-    if args.at == 0 {
-        return Err(anyhow::anyhow!(
-            "a fork holds at least one event: --at is 1 or more"
-        ));
-    }
+    check_fork_point(args.at)?;
     let new = args.new_session.as_str();
     reel_engine::check_session_id(new).context("--new-session")?;
     if writer.exists(new).await? {
@@ -64,6 +60,17 @@ pub async fn run(args: ForkArgs) -> anyhow::Result<()> {
         args.at
     );
     Ok(())
+}
+
+/// A fork holds at least one event: an empty one has nothing to resume from (nor, for a
+/// session `reel serve` made, the command it runs).
+pub fn check_fork_point(at: u64) -> anyhow::Result<()> {
+    match at {
+        0 => Err(anyhow::anyhow!(
+            "a fork holds at least one event: fork at ordinal 1 or later"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Copies session `from`'s first `at` events into the new session `to` under `to`'s lease,

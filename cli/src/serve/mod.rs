@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     cli::{Invocation, RunCommandArgs},
     command_file::CommandFile,
-    inspect::{export::Format, fork, render},
+    inspect::{export::Format, fork, render, resolve_at},
     outputs,
     persistence::{self, Stores},
     prepare::prepare,
@@ -212,14 +212,7 @@ impl CommandSessions {
             .await
             .map_err(failed)?
             .ok_or_else(|| SourceError::NotFound(format!("there is no session {id:?}")))?;
-        match at {
-            None => Ok(summary.events),
-            Some(at) if at <= summary.events => Ok(at),
-            Some(at) => Err(SourceError::OutOfRange(format!(
-                "session {id:?} has {} events; there is no ordinal {at}",
-                summary.events
-            ))),
-        }
+        resolve_at(&summary, at).map_err(|e| SourceError::OutOfRange(e.to_string()))
     }
 
     /// A served session's `run-command` invocation.
@@ -324,11 +317,7 @@ impl SessionSource for CommandSessions {
     async fn fork(&self, id: &str, at: Option<u64>, new_id: &str) -> Result<(), SourceError> {
         let mut reader = self.beside(Connection::Reading).await?;
         let at = self.ordinal_in(&mut reader, id, at).await?;
-        if at == 0 {
-            return Err(SourceError::OutOfRange(format!(
-                "a fork holds at least one event of session {id:?}: at is 1 or more"
-            )));
-        }
+        fork::check_fork_point(at).map_err(|e| SourceError::OutOfRange(e.to_string()))?;
         let mut writer = self.beside(Connection::Writing).await?;
         if writer.exists(new_id).await.map_err(failed)? {
             return Err(self.exists(new_id));
