@@ -6,7 +6,8 @@
 //! * `GET /v1/sessions/{id}/export`, `POST /v1/sessions/{id}/fork`: [`crate::export`].
 //! * `GET /metrics`: Prometheus figures (see [`crate::metrics`]).
 //! * `GET /openapi.json`: the OpenAPI document of them all (see [`crate::openapi`]).
-//! * `GET /healthz` (outside the token's guard: see `lib.rs`).
+//! * `GET /healthz` and the chat page `GET /` ([`crate::page`]), outside the token's guard
+//!   (see `lib.rs`).
 
 use std::{sync::Arc, time::Instant};
 

@@ -9,7 +9,7 @@
 //! The binary hands the server its sessions through [`SessionSource`] (it knows command files,
 //! providers and databases); the server hosts them ([`host`]), fans their frames out
 //! ([`frames`]), streams them to each subscriber ([`subscription`]) and routes HTTP and
-//! WebSocket connections to them ([`api`], [`websocket`]).
+//! WebSocket connections to them ([`api`], [`websocket`]), and serves the chat page ([`page`]).
 
 mod api;
 mod auth;
@@ -20,6 +20,7 @@ mod host;
 mod idle;
 mod metrics;
 mod openapi;
+mod page;
 mod params;
 mod session_io;
 mod sessions;
@@ -99,6 +100,7 @@ pub async fn serve(
         tokio::spawn(async move { sweeping.evict_idle_until_stopped(idle_timeout).await });
     let app = Router::new()
         .route("/healthz", get(openapi::health))
+        .merge(page::routes())
         .merge(app);
     listening(address);
     // At `stop` the listener closes at once; the sessions are shut down meanwhile, and their

@@ -62,6 +62,24 @@ pub fn skip(reason: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED: {reason}");
 }
 
+/// Debian's headless-capable Chromium (`.ci/run` installs it), as the path found on PATH;
+/// `None` after saying so when there is none (never under CI).
+pub fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .flat_map(|dir| [dir.join("chromium"), dir.join("chromium-browser")])
+        .find(|candidate| {
+            Command::new(candidate)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    if found.is_none() {
+        skip("no chromium on PATH (apt-get install chromium; .ci/run installs it)");
+    }
+    found
+}
+
 /// The PostgreSQL server the tests use (`REEL_TEST_POSTGRES`, default the machine's own), with
 /// a schema of the test's own that is dropped when the returned value is; `None` after saying
 /// so when the server does not answer (never under CI).

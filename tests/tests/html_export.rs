@@ -5,23 +5,10 @@
 
 use std::{path::Path, process::Command, time::Duration};
 
-use reel_tests::{reel, write_file};
-
-fn chromium() -> Option<&'static str> {
-    let found = ["chromium", "chromium-browser"].into_iter().find(|name| {
-        Command::new(name)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if found.is_none() {
-        reel_tests::skip("no chromium on PATH (apt-get install chromium; .ci/run installs it)");
-    }
-    found
-}
+use reel_tests::{chromium, reel, write_file};
 
 /// Runs headless Chromium on `page` with `args`; returns stdout.
-fn browse(browser: &str, profile: &Path, args: &[&str], page: &Path) -> String {
+fn browse(browser: &Path, profile: &Path, args: &[&str], page: &Path) -> String {
     let mut child = Command::new(browser)
         .args([
             "--headless",
@@ -115,7 +102,7 @@ fn hostile_text_renders_as_text_in_a_real_browser() {
     );
 
     let profile = dir.path().join("profile");
-    let dom = browse(browser, &profile, &["--dump-dom"], &page);
+    let dom = browse(&browser, &profile, &["--dump-dom"], &page);
     assert!(dom.contains("<main>"), "the page loaded: {dom}");
     // No script ran: the title is still the prompt.
     let title = dom
@@ -151,7 +138,7 @@ fn hostile_text_renders_as_text_in_a_real_browser() {
 
     let shot = dir.path().join("export.png");
     browse(
-        browser,
+        &browser,
         &profile,
         &[
             &format!("--screenshot={}", shot.display()),
