@@ -207,7 +207,7 @@ pub fn session_of(opened: Opened, mut fanout: Fanout) -> Session {
 
 /// Whether `location` and `other` are one SQLite file (by its resolved path: resolving looks
 /// the file up without opening it).
-fn same_sqlite_file(location: &Location, other: Option<&Location>) -> bool {
+pub fn same_sqlite_file(location: &Location, other: Option<&Location>) -> bool {
     let resolved = |at: &Location| match at {
         Location::Sqlite(path) => std::fs::canonicalize(path).ok(),
         Location::Postgres(_) => None,

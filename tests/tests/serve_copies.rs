@@ -2,7 +2,7 @@
 //! `reel export` writes for the same session, and forks that continue on their own.
 
 use reel_tests::{
-    run,
+    TimelineDb, run,
     served::{Served, echo_command},
 };
 
@@ -156,6 +156,33 @@ async fn a_fork_holds_its_parent_s_history_up_to_an_ordinal_and_goes_on_alone() 
             (got, answer["error"]["code"].as_str()),
             (status, Some(code)),
             "{body}: {answer}"
+        );
+    }
+}
+
+/// `--turns-db`: each run's closing context goes to the turns database, as `run-command
+/// --turns-db` writes it, in its own file or in the timeline's.
+#[tokio::test]
+async fn turns_go_to_the_turns_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    for turns in [dir.path().join("turns.db"), db.clone()] {
+        let turns_arg = turns.to_str().unwrap().to_owned();
+        let served = Served::start(&echo_command(), &db, &["--turns-db", &turns_arg], &[]);
+        let id = if turns == db { "same-file" } else { "own-file" };
+        served.create(id).await;
+        assert_eq!(served.reply(id, "first words").await, "first words");
+        assert_eq!(served.reply(id, "second words").await, "second words");
+        let owned = id.to_owned();
+        let rows = tokio::task::spawn_blocking(move || TimelineDb::open(&turns).turns(&owned))
+            .await
+            .unwrap();
+        let statuses: Vec<&str> = rows.iter().map(|(status, ..)| status.as_str()).collect();
+        assert_eq!(statuses, ["finished", "finished"], "{id}: {rows:?}");
+        let last = rows.last().unwrap().2.to_string();
+        assert!(
+            last.contains("first words") && last.contains("second words"),
+            "{id}: {last}"
         );
     }
 }

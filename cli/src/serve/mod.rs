@@ -60,6 +60,13 @@ pub struct ServeArgs {
     /// A PostgreSQL timeline database instead, e.g. postgres://user@host/db.
     #[arg(long, value_name = "DSN", conflicts_with = "timeline_db")]
     pub timeline_dsn: Option<String>,
+    /// A turns database too (SQLite, created if missing): after each run, the model context the
+    /// next run starts from, as `run-command --turns-db` keeps it. It may be the timeline's file.
+    #[arg(long, value_name = "PATH")]
+    pub turns_db: Option<PathBuf>,
+    /// A PostgreSQL turns database instead, e.g. postgres://user@host/db.
+    #[arg(long, value_name = "DSN", conflicts_with = "turns_db")]
+    pub turns_dsn: Option<String>,
     /// The environment variable holding the bearer token every route but /healthz needs.
     #[arg(long, value_name = "NAME")]
     pub token_env: Option<String>,
@@ -119,6 +126,8 @@ struct CommandSessions {
     /// The first connection: others are opened beside it (never by opening the file again,
     /// which would drop this process's locks on it).
     base: Mutex<TimelineStore>,
+    /// The turns database's first connection, when there is one; sessions get one beside it.
+    turns: Option<Mutex<TimelineStore>>,
     shown: String,
     commands: Commands,
     /// `run-command`'s flags for a served session, but its id and command file.
@@ -154,6 +163,20 @@ impl CommandSessions {
             (None, None) => unreachable!("clap requires a database"),
         };
         let base = open_timeline(&location, Access::ReadWrite).await?;
+        let turns = match (&args.turns_dsn, &args.turns_db) {
+            (Some(dsn), _) => Some(Location::dsn(dsn)?),
+            (None, Some(path)) => Some(Location::path(path)),
+            (None, None) => None,
+        };
+        let turns = match turns {
+            // One SQLite file for both: a connection beside the first, never a second open
+            // (which would drop this process's locks on it).
+            Some(at) if persistence::same_sqlite_file(&at, Some(&location)) => {
+                Some(base.sibling().await?)
+            }
+            Some(at) => Some(open_timeline(&at, Access::ReadWrite).await?),
+            None => None,
+        };
         let template = RunCommandLine::try_parse_from([
             "run-command",
             // Each session's own command file and id replace these.
@@ -167,6 +190,7 @@ impl CommandSessions {
         .args;
         let sessions = Self {
             base: Mutex::new(base),
+            turns: turns.map(Mutex::new),
             shown: location.shown(),
             commands,
             template,
@@ -269,9 +293,13 @@ impl SessionSource for CommandSessions {
         let chosen = self.commands.choose(&config)?;
         let invocation = self.invocation(id, &chosen.path, chosen.file, chosen.variables);
         let prepared = prepare(&invocation).map_err(anyhow_failed)?;
+        let turns = match &self.turns {
+            Some(turns) => Some(turns.lock().await.sibling().await.map_err(failed)?),
+            None => None,
+        };
         let stores = Stores {
             timeline: Some(store),
-            turns: None,
+            turns,
             shown: self.shown.clone(),
         };
         let opened = persistence::open_in(stores, id.to_owned(), true, false)
