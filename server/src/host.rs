@@ -27,7 +27,7 @@ use crate::{
 };
 
 /// Frames a subscriber may fall behind by before it catches up from the store instead.
-const BROADCAST_FRAMES: usize = 1024;
+const BROADCAST_FRAMES: usize = 256;
 
 /// The request id of the shutdown the server sends each session when it stops.
 pub const SHUTDOWN_REQUEST_ID: &str = "server-stopping";
@@ -310,7 +310,9 @@ async fn write_session(
 ) {
     let OpenedSession { mut session, runs } = opened;
     let none: Arc<str> = Arc::from("");
-    session.close_interrupted_run(&none).await;
+    // Boxed, as the engine's request handling is: the future of a session that sits idle
+    // keeps only what it holds, not room for the largest thing it ever awaits.
+    Box::pin(session.close_interrupted_run(&none)).await;
     let id = session.id().to_owned();
     let config = ServeConfig {
         id_fixed: true,
@@ -322,7 +324,7 @@ async fn write_session(
         context_policy: runs.context_policy,
     };
     let (session, end) = serve(session, config, incoming, stop).await;
-    for failure in session.close().await {
+    for failure in Box::pin(session.close()).await {
         tracing::error!(
             "session {id}: output {} failed: {}",
             failure.sink,

@@ -8,6 +8,7 @@ mod location;
 mod postgres;
 mod rows;
 mod schema;
+mod shared_connection;
 mod sql_store;
 #[cfg(test)]
 mod sql_store_tests;

@@ -12,7 +12,7 @@
 //! migration table, make reel refuse the database untouched. A read-only store's connection
 //! refuses every write.
 
-use std::{str::FromStr, time::Duration};
+use std::{str::FromStr, sync::Arc, time::Duration};
 
 use reel_engine::{Commit, StoreError};
 use sqlx::{
@@ -24,6 +24,7 @@ use crate::{
     Access,
     rows::{db, entity_json, event_json, to_i64},
     schema::{self, MIGRATION_TABLE, POSTGRES_MIGRATIONS, REEL_TABLES, Refusal, Schema},
+    shared_connection::{SharedConnection, SharedReader},
     sql_store::Backend,
 };
 
@@ -42,7 +43,9 @@ const LOCK_HOLDER: &str = "SELECT l.pid, a.application_name FROM pg_locks l JOIN
 
 /// A timeline database on a PostgreSQL server.
 pub struct PostgresStore {
-    pub(crate) conn: PgConnection,
+    pub(crate) conn: SharedConnection<PgConnection>,
+    /// The reading connection [`Self::reader`] hands out, shared with the stores sharing `conn`.
+    readers: SharedReader<PgConnection>,
     /// The DSN without its password, for messages.
     shown: String,
     /// The DSN itself (never shown): a follower's listener connects with it.
@@ -52,10 +55,34 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// A second, read-only connection to the same database (see
-    /// [`crate::TimelineStore::reader`]).
+    /// A read-only connection to the same database (see
+    /// [`crate::TimelineStore::reader`]): opened by the first call, shared by every reader of
+    /// this store and of the stores sharing its connection.
     pub async fn reader(&self) -> Result<Self, StoreError> {
-        Self::connect(&self.dsn, Access::ReadOnly).await
+        let conn = self
+            .readers
+            .get_or_try_init(async || {
+                let store = Self::connect(&self.dsn, Access::ReadOnly).await?;
+                Ok::<_, StoreError>(store.conn)
+            })
+            .await?
+            .share();
+        Ok(self.on(conn))
+    }
+
+    /// Another store on this store's connection (see [`crate::TimelineStore::shared`]).
+    pub fn shared(&self) -> Self {
+        self.on(self.conn.share())
+    }
+
+    fn on(&self, conn: SharedConnection<PgConnection>) -> Self {
+        Self {
+            conn,
+            readers: Arc::clone(&self.readers),
+            shown: self.shown.clone(),
+            dsn: self.dsn.clone(),
+            listener: None,
+        }
     }
 
     /// A second read-write connection to the same database.
@@ -117,7 +144,8 @@ impl PostgresStore {
             }
         }
         Ok(Self {
-            conn,
+            conn: SharedConnection::new(conn),
+            readers: SharedReader::default(),
             shown,
             dsn: dsn.to_owned(),
             listener: None,
@@ -145,7 +173,7 @@ impl PostgresStore {
     async fn lock_holder(&mut self, session_id: &str) -> Result<Option<(i32, String)>, StoreError> {
         let row = sqlx::query(LOCK_HOLDER)
             .bind(session_id)
-            .fetch_optional(&mut self.conn)
+            .fetch_optional(&mut *self.conn.lock().await)
             .await
             .map_err(|e| self.error(e))?;
         Ok(row.map(|row| {
@@ -158,7 +186,8 @@ impl PostgresStore {
 
     /// Deletes the session's rows; a failed statement rolls the transaction back.
     async fn delete_in_transaction(&mut self, session_id: &str) -> Result<(), StoreError> {
-        let mut tx = self.conn.begin().await.map_err(db)?;
+        let mut conn = self.conn.lock().await;
+        let mut tx = conn.begin().await.map_err(db)?;
         Self::delete_rows(&mut tx, session_id).await?;
         tx.commit().await.map_err(db)
     }
@@ -171,7 +200,8 @@ impl PostgresStore {
         last: u64,
     ) -> Result<(), StoreError> {
         let shown = self.shown.clone();
-        let mut tx = self.conn.begin().await.map_err(db)?;
+        let mut conn = self.conn.lock().await;
+        let mut tx = conn.begin().await.map_err(db)?;
         // The session's row stays locked until the commit ends: one writer at a time.
         Self::begin_commit(&mut tx, session_id, commit, (&shown, " FOR UPDATE")).await?;
         insert_events(&mut tx, session_id, commit).await?;
@@ -199,7 +229,7 @@ impl PostgresStore {
         // The lock is the holder's connection's: ending the connection frees it.
         sqlx::query("SELECT pg_terminate_backend($1)")
             .bind(pid)
-            .execute(&mut self.conn)
+            .execute(&mut *self.conn.lock().await)
             .await
             .map_err(|e| self.error(e))?;
         for _ in 0..50 {
@@ -217,7 +247,7 @@ impl PostgresStore {
     async fn try_lock(&mut self, session_id: &str) -> Result<bool, StoreError> {
         let locked = sqlx::query("SELECT pg_try_advisory_lock(hashtextextended($1, 0))")
             .bind(session_id)
-            .fetch_one(&mut self.conn)
+            .fetch_one(&mut *self.conn.lock().await)
             .await
             .map_err(|e| self.error(e))?
             .get(0);
@@ -302,7 +332,7 @@ impl Backend for PostgresStore {
     async fn give_up_lease(&mut self, session_id: &str) -> Result<(), StoreError> {
         sqlx::query("SELECT pg_advisory_unlock(hashtextextended($1, 0))")
             .bind(session_id)
-            .execute(&mut self.conn)
+            .execute(&mut *self.conn.lock().await)
             .await
             .map_err(|e| self.error(e))?;
         Ok(())

@@ -215,7 +215,7 @@ macro_rules! sql_store {
             async fn exists(&mut self, session_id: &str) -> Result<bool, StoreError> {
                 let row = sqlx::query(EXISTS)
                     .bind(session_id)
-                    .fetch_optional(&mut self.conn)
+                    .fetch_optional(&mut *self.conn.lock().await)
                     .await
                     .map_err(|e| self.error(e))?;
                 Ok(row.is_some())
@@ -247,7 +247,7 @@ macro_rules! sql_store {
             async fn entities_ordinal(&mut self, session_id: &str) -> Result<u64, StoreError> {
                 let row = sqlx::query(ENTITIES_ORDINAL)
                     .bind(session_id)
-                    .fetch_optional(&mut self.conn)
+                    .fetch_optional(&mut *self.conn.lock().await)
                     .await
                     .map_err(|e| self.error(e))?;
                 Ok(row.map_or(0, |row| row.get::<i64, _>(0) as u64))
@@ -268,7 +268,7 @@ macro_rules! sql_store {
                 let ordinal = self.entities_ordinal(session_id).await?;
                 let rows = sqlx::query(ENTITIES)
                     .bind(session_id)
-                    .fetch_all(&mut self.conn)
+                    .fetch_all(&mut *self.conn.lock().await)
                     .await
                     .map_err(|e| self.error(e))?;
                 let entities = rows
@@ -309,7 +309,7 @@ macro_rules! sql_store {
         impl SessionCatalog for $store {
             async fn sessions(&mut self) -> Result<Vec<SessionSummary>, StoreError> {
                 let rows = sqlx::query(SESSIONS)
-                    .fetch_all(&mut self.conn)
+                    .fetch_all(&mut *self.conn.lock().await)
                     .await
                     .map_err(|e| self.error(e))?;
                 Ok(rows.iter().map(|row| summary!(row)).collect())
@@ -321,7 +321,7 @@ macro_rules! sql_store {
             ) -> Result<Option<SessionSummary>, StoreError> {
                 let row = sqlx::query(SUMMARY)
                     .bind(session_id)
-                    .fetch_optional(&mut self.conn)
+                    .fetch_optional(&mut *self.conn.lock().await)
                     .await
                     .map_err(|e| self.error(e))?;
                 Ok(row.map(|row| summary!(row)))
@@ -337,7 +337,7 @@ macro_rules! sql_store {
                     .bind(session_id)
                     .bind(to_i64(after))
                     .bind(i64::from(limit))
-                    .fetch_all(&mut self.conn)
+                    .fetch_all(&mut *self.conn.lock().await)
                     .await
                     .map_err(|e| self.error(e))?;
                 rows.iter()
@@ -353,7 +353,7 @@ macro_rules! sql_store {
                 let row = sqlx::query(SNAPSHOT_AT_MOST)
                     .bind(session_id)
                     .bind(to_i64(ordinal))
-                    .fetch_optional(&mut self.conn)
+                    .fetch_optional(&mut *self.conn.lock().await)
                     .await
                     .map_err(|e| self.error(e))?;
                 let mut state = match row {

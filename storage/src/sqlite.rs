@@ -11,6 +11,7 @@
 
 use std::{
     path::{Path, PathBuf},
+    sync::Arc,
     time::Duration,
 };
 
@@ -24,6 +25,7 @@ use crate::{
     Access,
     rows::{db, entity_json, event_json, to_i64},
     schema::{SQLITE_MIGRATIONS, Schema},
+    shared_connection::{SharedConnection, SharedReader},
     sql_store::Backend,
     sqlite_file::{self, FileState, Identity},
     sqlite_lease::renew,
@@ -36,7 +38,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A timeline database in one SQLite file.
 pub struct SqliteStore {
-    pub(crate) conn: SqliteConnection,
+    pub(crate) conn: SharedConnection<SqliteConnection>,
+    /// The reading connection [`Self::reader`] hands out, shared with the stores sharing `conn`.
+    readers: SharedReader<SqliteConnection>,
     /// The path, for messages.
     pub(crate) path: String,
     file: PathBuf,
@@ -45,17 +49,38 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// A read-only connection to the same file (see [`crate::TimelineStore::reader`]).
+    /// A read-only connection to the same file (see [`crate::TimelineStore::reader`]): opened
+    /// by the first call, shared by every reader of this store and of the stores sharing its
+    /// connection.
     pub async fn reader(&self) -> Result<Self, StoreError> {
-        let conn = sqlite_file::read_only_connection(&self.file)
-            .await
-            .map_err(|e| open_error(&self.path, e))?;
+        let conn = self
+            .readers
+            .get_or_try_init(async || {
+                sqlite_file::read_only_connection(&self.file)
+                    .await
+                    .map(SharedConnection::new)
+                    .map_err(|e| open_error(&self.path, e))
+            })
+            .await?
+            .share();
         Ok(Self {
             conn,
+            readers: Arc::clone(&self.readers),
             path: self.path.clone(),
             file: self.file.clone(),
             identity: None,
         })
+    }
+
+    /// Another store on this store's connection (see [`crate::TimelineStore::shared`]).
+    pub fn shared(&self) -> Self {
+        Self {
+            conn: self.conn.share(),
+            readers: Arc::clone(&self.readers),
+            path: self.path.clone(),
+            file: self.file.clone(),
+            identity: self.identity,
+        }
     }
 
     /// A second read-write connection to the same file, for another store of the same process
@@ -67,7 +92,8 @@ impl SqliteStore {
             .await
             .map_err(|e| open_error(&self.path, e))?;
         Ok(Self {
-            conn,
+            conn: SharedConnection::new(conn),
+            readers: SharedReader::default(),
             path: self.path.clone(),
             file: self.file.clone(),
             identity: self.identity,
@@ -101,7 +127,8 @@ impl SqliteStore {
                     .await
                     .map_err(|e| open_error(&shown, e))?;
                 return Ok(Self {
-                    conn,
+                    conn: SharedConnection::new(conn),
+                    readers: SharedReader::default(),
                     path: shown,
                     file: path.to_path_buf(),
                     identity: None,
@@ -132,7 +159,8 @@ impl SqliteStore {
             StoreError::database(format!("cannot look at {shown} after opening it"), e)
         })?;
         Ok(Self {
-            conn,
+            conn: SharedConnection::new(conn),
+            readers: SharedReader::default(),
             path: shown,
             file: path.to_path_buf(),
             identity: Some(identity),
@@ -142,7 +170,7 @@ impl SqliteStore {
     /// `PRAGMA integrity_check`: "ok" for a sound file.
     pub async fn integrity_check(&mut self) -> Result<String, StoreError> {
         let row = sqlx::query("PRAGMA integrity_check")
-            .fetch_one(&mut self.conn)
+            .fetch_one(&mut *self.conn.lock().await)
             .await
             .map_err(|e| self.error(e))?;
         row.try_get::<String, _>(0).map_err(|e| self.error(e))
@@ -151,7 +179,7 @@ impl SqliteStore {
     /// Checkpoints the WAL into the main file (on shutdown, so the file stands alone).
     pub async fn checkpoint(&mut self) -> Result<(), StoreError> {
         sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-            .execute(&mut self.conn)
+            .execute(&mut *self.conn.lock().await)
             .await
             .map_err(|e| self.error(e))?;
         Ok(())
@@ -180,21 +208,23 @@ impl SqliteStore {
         &mut self,
         work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        // Held from BEGIN to COMMIT: no store sharing the connection gets a statement in.
+        let mut conn = self.conn.lock().await;
         sqlx::query("BEGIN IMMEDIATE")
-            .execute(&mut self.conn)
+            .execute(&mut *conn)
             .await
             .map_err(|e| self.error(e))?;
-        match work(&mut self.conn).await {
+        match work(&mut conn).await {
             Ok(value) => {
                 sqlx::query("COMMIT")
-                    .execute(&mut self.conn)
+                    .execute(&mut *conn)
                     .await
                     .map_err(|e| self.error(e))?;
                 self.check_file()?;
                 Ok(value)
             }
             Err(error) => {
-                let _ = sqlx::query("ROLLBACK").execute(&mut self.conn).await;
+                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
                 Err(error.within(&format!("timeline database {}", self.path)))
             }
         }
@@ -244,7 +274,7 @@ impl Backend for SqliteStore {
     }
 
     async fn heartbeat(&mut self, session_id: &str) -> Result<(), StoreError> {
-        renew(&mut self.conn, session_id)
+        renew(&mut *self.conn.lock().await, session_id)
             .await
             .map_err(|e| e.within(&format!("timeline database {}", self.path)))?;
         self.check_file()

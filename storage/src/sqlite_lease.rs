@@ -60,7 +60,7 @@ impl SqliteStore {
         sqlx::query("DELETE FROM leases WHERE session_id = $1 AND owner = $2")
             .bind(session_id)
             .bind(lease::this_process())
-            .execute(&mut self.conn)
+            .execute(&mut *self.conn.lock().await)
             .await
             .map_err(|e| self.error(e))?;
         Ok(())
@@ -73,7 +73,7 @@ impl SqliteStore {
     ) -> Result<Option<String>, StoreError> {
         let row = sqlx::query("SELECT owner, heartbeat_at FROM leases WHERE session_id = $1")
             .bind(session_id)
-            .fetch_optional(&mut self.conn)
+            .fetch_optional(&mut *self.conn.lock().await)
             .await
             .map_err(|e| self.error(e))?;
         Ok(row.and_then(|row| {

@@ -32,8 +32,9 @@ pub async fn open_timeline(
 }
 
 impl TimelineStore {
-    /// A second connection to the same database, for reading beside this one's writes (a
-    /// session reading back the entities it let go). For SQLite it opens only the connection:
+    /// A connection to the same database for reading beside this one's writes (a session
+    /// reading back the entities it let go); the first call opens it, and every reader of this
+    /// store and of the stores [`Self::shared`] with it shares it. For SQLite it opens only the connection:
     /// opening and closing the file itself, as a first open does to look at it, would drop the
     /// locks this process's writing connection holds on it (POSIX locks belong to the process,
     /// and closing any descriptor of the file releases them all).
@@ -46,6 +47,19 @@ impl TimelineStore {
 }
 
 impl TimelineStore {
+    /// Another store on this store's own connection, for a process that hosts many sessions
+    /// (`reel serve`): a connection per session would cost a thread and a page cache each in
+    /// SQLite and a server process each in PostgreSQL. The stores take turns on the
+    /// connection, an operation (a whole transaction) at a time, and their [`Self::reader`]s
+    /// share one reading connection. A PostgreSQL session lock is the connection's, so every
+    /// session leased through it is freed together when the connection ends.
+    pub fn shared(&self) -> TimelineStore {
+        match self {
+            TimelineStore::Sqlite(store) => TimelineStore::Sqlite(store.shared()),
+            TimelineStore::Postgres(store) => TimelineStore::Postgres(store.shared()),
+        }
+    }
+
     /// A second read-write connection to the same database (see [`SqliteStore::sibling`]).
     pub async fn sibling(&self) -> Result<TimelineStore, StoreError> {
         match self {

@@ -50,7 +50,7 @@ macro_rules! turn_store {
                     .bind(s_output)
                     .bind(s_cached)
                     .bind(s_cost)
-                    .execute(&mut self.conn)
+                    .execute(&mut *self.conn.lock().await)
                     .await
                     .map_err(|e| self.error(e))?;
                 Ok(())
@@ -59,7 +59,7 @@ macro_rules! turn_store {
             async fn latest_turn(&mut self, session_id: &str) -> Result<Option<Turn>, StoreError> {
                 let row = sqlx::query(LATEST)
                     .bind(session_id)
-                    .fetch_optional(&mut self.conn)
+                    .fetch_optional(&mut *self.conn.lock().await)
                     .await
                     .map_err(|e| self.error(e))?;
                 row.map(|row| {

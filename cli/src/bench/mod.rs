@@ -6,11 +6,13 @@
 //! * turns: one long stdin-RPC session with a timeline database, CPU and memory per tenth.
 //! * reply memory: what one long reply leaves in a stdin-RPC process with a timeline database.
 //! * providers, the durable path, and exports and listing (see each module).
+//! * `--serve`: only `reel serve` with many sessions and subscribers (see [`serve`]).
 
 mod durable;
 mod export;
 mod provider;
 mod reply_memory;
+mod serve;
 mod stdin_rpc;
 mod stream;
 mod turns;
@@ -54,9 +56,36 @@ pub struct BenchArgs {
     /// Also measure this PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/test.
     #[arg(long, value_name = "URL")]
     pub postgres: Option<String>,
+    /// Measure `reel serve` only: many sessions, two event-stream subscribers each.
+    #[arg(long)]
+    pub serve: bool,
+    /// With --serve: the sessions the server hosts.
+    #[arg(long, default_value_t = 1_000, requires = "serve")]
+    pub sessions: usize,
+    /// With --serve: the deltas of each session's reply when all reply at once.
+    #[arg(long, default_value_t = 1_000, requires = "serve")]
+    pub serve_deltas: usize,
+    /// With --serve: the submits timed to their first delta while 100 runs stream.
+    #[arg(long, default_value_t = 200, requires = "serve")]
+    pub probes: usize,
 }
 
 pub async fn run(args: BenchArgs) -> u8 {
+    if args.serve {
+        let bench = serve::ServeBench {
+            sessions: args.sessions,
+            deltas: args.serve_deltas.max(1),
+            probes: args.probes,
+        };
+        return match serve::run(bench).await {
+            Ok(true) => 0,
+            Ok(false) => 1,
+            Err(error) => {
+                eprintln!("reel bench --serve: {}", error_chain(&*error));
+                1
+            }
+        };
+    }
     // First, so that their peak memory is their own.
     let mut fetched = 0;
     for api in [provider::Api::OpenAi, provider::Api::Anthropic] {

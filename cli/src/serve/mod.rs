@@ -26,7 +26,6 @@ use reel_server::{
     ExportFormat, OpenedSession, RunSetup, ServeOptions, SessionConfig, SessionSource, SourceError,
 };
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
-use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -123,11 +122,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
 /// Sessions kept in one timeline database, each running one of the server's command files.
 struct CommandSessions {
-    /// The first connection: others are opened beside it (never by opening the file again,
-    /// which would drop this process's locks on it).
-    base: Mutex<TimelineStore>,
-    /// The turns database's first connection, when there is one; sessions get one beside it.
-    turns: Option<Mutex<TimelineStore>>,
+    /// The database's writing connection: every session writes through it, in turns (see
+    /// [`TimelineStore::shared`]), and reads through the one reading connection beside it.
+    base: TimelineStore,
+    /// The turns database's, when there is one.
+    turns: Option<TimelineStore>,
     shown: String,
     commands: Commands,
     /// `run-command`'s flags for a served session, but its id and command file.
@@ -189,8 +188,8 @@ impl CommandSessions {
         ])?
         .args;
         let sessions = Self {
-            base: Mutex::new(base),
-            turns: turns.map(Mutex::new),
+            base,
+            turns,
             shown: location.shown(),
             commands,
             template,
@@ -209,14 +208,12 @@ impl CommandSessions {
         Ok(sessions)
     }
 
-    /// A new connection to the database beside the first.
+    /// A store on the server's reading or writing connection.
     async fn beside(&self, kind: Connection) -> Result<TimelineStore, SourceError> {
-        let base = self.base.lock().await;
         match kind {
-            Connection::Reading => base.reader().await,
-            Connection::Writing => base.sibling().await,
+            Connection::Reading => self.base.reader().await.map_err(failed),
+            Connection::Writing => Ok(self.base.shared()),
         }
-        .map_err(failed)
     }
 
     /// The error for a session `id` that is there already.
@@ -293,10 +290,7 @@ impl SessionSource for CommandSessions {
         let chosen = self.commands.choose(&config)?;
         let invocation = self.invocation(id, &chosen.path, chosen.file, chosen.variables);
         let prepared = prepare(&invocation).map_err(anyhow_failed)?;
-        let turns = match &self.turns {
-            Some(turns) => Some(turns.lock().await.sibling().await.map_err(failed)?),
-            None => None,
-        };
+        let turns = self.turns.as_ref().map(TimelineStore::shared);
         let stores = Stores {
             timeline: Some(store),
             turns,

@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     budget::Budgets,
     compaction::ContextPolicy,
+    fanout::SinkFailure,
     provider::{ModelSettings, Provider},
     run::{ActiveRun, RunEvent, RunFailure, RunOutcome},
     session::Session,
@@ -136,39 +137,16 @@ impl<'a> Server<'a> {
         // Some(request id of the shutdown) once no more requests are read; None for end of input.
         let mut draining: Option<Option<Arc<str>>> = None;
         loop {
+            // Each request's and event's handling is boxed: inlined, the largest would size this
+            // loop's future, which an idle session keeps (16 KB a session in `reel serve`).
             if let Some(failure) = self.session.durable_failure() {
-                // Nothing more may happen that the log cannot record: the running submit
-                // fails at once, and no further request is read.
-                match self.active.take() {
-                    Some(mut run) => {
-                        let outcome = self
-                            .session
-                            .fail_run(&mut run, RunFailure::storage(&failure))
-                            .await;
-                        self.answer_submit(&run, &outcome).await;
-                    }
-                    // Between requests (a heartbeat found the lease gone, say): said without a
-                    // request to answer.
-                    None => {
-                        self.session
-                            .report_storage_failure(&Arc::from(""), &failure)
-                            .await
-                    }
-                }
-                // Queued follow-ups will not run: their requests are owed a done.
-                for queued in self.session.timeline().queued_prompts().to_vec() {
-                    if queued.is(QueuedPromptKind::FollowUp) {
-                        let rid: Arc<str> = Arc::from(queued.request_id.as_str());
-                        self.session.emit_done(&rid, DoneStatus::Failed).await;
-                    }
-                }
-                return ServeEnd::StorageFailed;
+                return Box::pin(self.end_for_storage(failure)).await;
             }
             if interrupt.is_cancelled() {
-                return self.interrupted(draining.flatten()).await;
+                return Box::pin(self.interrupted(draining.flatten())).await;
             }
             if draining.is_some() && self.active.is_none() {
-                return self.drained(draining.flatten()).await;
+                return Box::pin(self.drained(draining.flatten())).await;
             }
             // While a reply streams without pause, look at requests between its events, so that
             // a cancel or a snapshot is answered at once.
@@ -176,33 +154,64 @@ impl<'a> Server<'a> {
                 if draining.is_none()
                     && let Ok(message) = incoming.try_recv()
                 {
-                    match self.handle(message).await {
+                    match Box::pin(self.handle(message)).await {
                         Next::Continue => {}
-                        Next::Drain(shutdown) => draining = Some(self.stop_reading(shutdown).await),
+                        Next::Drain(shutdown) => {
+                            draining = Some(Box::pin(self.stop_reading(shutdown)).await)
+                        }
                         Next::End(end) => return end,
                     }
                     continue;
                 }
                 if let Some(event) = run.ready_event() {
-                    self.advance(event).await;
+                    Box::pin(self.advance(event)).await;
                     continue;
                 }
             }
-            self.session.flush().await;
+            Box::pin(self.session.flush()).await;
             tokio::select! {
                 biased;
                 () = interrupt.cancelled() => {}
                 message = incoming.recv(), if draining.is_none() => match message {
-                    None => draining = Some(self.stop_reading(None).await),
-                    Some(message) => match self.handle(message).await {
+                    None => draining = Some(Box::pin(self.stop_reading(None)).await),
+                    Some(message) => match Box::pin(self.handle(message)).await {
                         Next::Continue => {}
-                        Next::Drain(shutdown) => draining = Some(self.stop_reading(shutdown).await),
+                        Next::Drain(shutdown) => draining = Some(Box::pin(self.stop_reading(shutdown)).await),
                         Next::End(end) => return end,
                     },
                 },
-                event = next_event(&mut self.active), if self.active.is_some() => self.advance(event).await,
+                event = next_event(&mut self.active), if self.active.is_some() => Box::pin(self.advance(event)).await,
             }
         }
+    }
+
+    /// A durable sink failed: nothing more may happen that the log cannot record, so the
+    /// running submit fails at once and no further request is read.
+    async fn end_for_storage(&mut self, failure: SinkFailure) -> ServeEnd {
+        match self.active.take() {
+            Some(mut run) => {
+                let outcome = self
+                    .session
+                    .fail_run(&mut run, RunFailure::storage(&failure))
+                    .await;
+                self.answer_submit(&run, &outcome).await;
+            }
+            // Between requests (a heartbeat found the lease gone, say): said without a
+            // request to answer.
+            None => {
+                self.session
+                    .report_storage_failure(&Arc::from(""), &failure)
+                    .await
+            }
+        }
+        // Queued follow-ups will not run: their requests are owed a done.
+        for queued in self.session.timeline().queued_prompts().to_vec() {
+            if queued.is(QueuedPromptKind::FollowUp) {
+                let rid: Arc<str> = Arc::from(queued.request_id.as_str());
+                self.session.emit_done(&rid, DoneStatus::Failed).await;
+            }
+        }
+        ServeEnd::StorageFailed
     }
 
     /// No more requests will be read: a client tool call still waiting can never be answered,
