@@ -116,6 +116,8 @@ pub struct Host {
     stopping: AtomicBool,
     writers: TaskTracker,
     pub metrics: Metrics,
+    /// Forwards writes to the node that writes a session (scale-out; see [`crate::forward`]).
+    pub forwarder: reqwest::Client,
 }
 
 /// Where one session is loaded, once, however many requests ask for it at a time.
@@ -130,6 +132,7 @@ impl Host {
             stopping: AtomicBool::new(false),
             writers: TaskTracker::new(),
             metrics: Metrics::new(),
+            forwarder: reqwest::Client::new(),
         }
     }
 

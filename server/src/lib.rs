@@ -15,6 +15,7 @@ mod api;
 mod auth;
 mod error;
 mod export;
+mod forward;
 mod frames;
 mod host;
 mod idle;

@@ -26,9 +26,11 @@ use utoipa::{IntoParams, ToSchema};
 use crate::{
     api::{BODY_LIMIT, body_of, cursor_of, summary},
     error::{ApiError, ErrorBody},
+    forward,
     frames::{Frame, Position},
     host::{Host, Hosted},
     params::Params,
+    source::SourceError,
     subscription,
 };
 
@@ -59,12 +61,14 @@ pub struct Accepted {
         (status = 409, description = "Another process writes the session (`session_busy`)", body = ErrorBody),
         (status = 413, description = "The body is over the limit", body = ErrorBody),
         (status = 500, description = "The store or the command failed", body = ErrorBody),
+        (status = 502, description = "Another node of a scale-out writes the session and did not answer the forwarded request (`session_busy`)", body = ErrorBody),
         (status = 503, description = "The server is stopping", body = ErrorBody),
     )
 )]
 pub async fn request(
     State(host): State<Arc<Host>>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body_of(body)?;
@@ -102,8 +106,21 @@ pub async fn request(
     }
     let request_id = line.request_id.clone();
     summary(host.source().catalog().await?.as_mut(), &id).await?;
-    host.send(&id, Incoming::Request(line)).await?;
-    Ok((StatusCode::ACCEPTED, Json(Accepted { request_id })).into_response())
+    match host.send(&id, Incoming::Request(line)).await {
+        Ok(()) => Ok((StatusCode::ACCEPTED, Json(Accepted { request_id })).into_response()),
+        // Another node of a scale-out writes it: that node answers (the request id made here
+        // is not the one it makes, so the body goes as the client sent it).
+        Err(SourceError::Busy(message)) if !forward::was_forwarded(&headers) => {
+            match host.source().node_writing(&id).await? {
+                Some(node) => {
+                    let path = format!("/v1/sessions/{id}/requests");
+                    forward::post(&host.forwarder, &node, &path, body, &headers).await
+                }
+                None => Err(SourceError::Busy(message).into()),
+            }
+        }
+        Err(error) => Err(error.into()),
+    }
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -143,7 +160,16 @@ pub async fn events(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
         .or(query.after);
-    let (_, frames) = subscribed(&host, &id, cursor_of(given)?).await?;
+    let frames = match subscribed(&host, &id, cursor_of(given.clone())?).await {
+        Ok((_, frames)) => frames,
+        // Another process writes it (a node of a scale-out, a run-command): its frames come
+        // from the store as it commits them.
+        Err(SubscribeError::Busy) => {
+            let catalog = host.source().catalog().await?;
+            subscription::follow_store(catalog, &id, cursor_of(given)?).await?
+        }
+        Err(SubscribeError::Api(error)) => return Err(error),
+    };
     let stream = futures::stream::unfold(frames, |mut frames| async move {
         let frame = frames.recv().await?;
         let mut event = Event::default().data(&frame.json);
@@ -185,10 +211,37 @@ pub async fn websocket(
             format!("{}: open a WebSocket here", rejection.body_text()),
         )
     })?;
-    let (hosted, frames) = subscribed(&host, &id, cursor_of(query.after)?).await?;
+    let (hosted, frames) = subscribed(&host, &id, cursor_of(query.after)?)
+        .await
+        .map_err(|e| e.into_api(&id))?;
     Ok(upgrade
         .max_message_size(BODY_LIMIT)
         .on_upgrade(move |socket| crate::websocket::talk(socket, hosted, frames, id)))
+}
+
+/// Why a subscriber did not get a loaded session's frames.
+enum SubscribeError {
+    /// Another process writes the session.
+    Busy,
+    Api(ApiError),
+}
+
+impl SubscribeError {
+    fn into_api(self, id: &str) -> ApiError {
+        match self {
+            SubscribeError::Busy => SourceError::Busy(format!(
+                "session {id:?} is written by another process; a WebSocket talks to the process that writes it (its event stream can be read anywhere)"
+            ))
+            .into(),
+            SubscribeError::Api(error) => error,
+        }
+    }
+}
+
+impl<E: Into<ApiError>> From<E> for SubscribeError {
+    fn from(error: E) -> Self {
+        SubscribeError::Api(error.into())
+    }
 }
 
 /// Session `id`, loaded, and its frames after `cursor` for one subscriber.
@@ -196,10 +249,14 @@ async fn subscribed(
     host: &Host,
     id: &str,
     cursor: Option<Position>,
-) -> Result<(Arc<Hosted>, mpsc::Receiver<Arc<Frame>>), ApiError> {
+) -> Result<(Arc<Hosted>, mpsc::Receiver<Arc<Frame>>), SubscribeError> {
     let mut catalog = host.source().catalog().await?;
     summary(catalog.as_mut(), id).await?;
-    let hosted = host.session(id).await?;
+    let hosted = match host.session(id).await {
+        Ok(hosted) => hosted,
+        Err(SourceError::Busy(_)) => return Err(SubscribeError::Busy),
+        Err(error) => return Err(error.into()),
+    };
     let frames = subscription::subscribe(&hosted, catalog, id, cursor).await?;
     Ok((hosted, frames))
 }

@@ -111,4 +111,11 @@ pub trait SessionSource: Send + Sync + 'static {
     /// A reading connection to the sessions' store: listings, summaries, and the frames a
     /// subscriber catches up on.
     async fn catalog(&self) -> Result<Box<dyn SessionCatalog>, SourceError>;
+
+    /// Where the node that writes session `id` is reached, when it is another `reel serve`
+    /// of a scale-out (several servers on one database): a write for the session is
+    /// forwarded there. `None` by default: one server alone.
+    async fn node_writing(&self, _id: &str) -> Result<Option<String>, SourceError> {
+        Ok(None)
+    }
 }

@@ -52,43 +52,42 @@ pub async fn subscribe(
         .map(|summary| summary.events)
         .unwrap_or(0);
     let last = stored.max(hosted.last_ordinal());
-    let (tx, rx) = mpsc::channel(SUBSCRIBER_QUEUE);
-    let mut stream = Stream {
-        id: id.to_owned(),
-        tx,
-        sent: Position::through(0),
-        stored: None,
-    };
-    stream
-        .send_line(rpc_line::Frame::Hello(hello_frame(&[])))
-        .await;
-    match cursor {
-        Some(cursor) if cursor.ordinal > last => {
-            let message = format!(
-                "the cursor {} is past session {id}'s last event, {last}",
-                cursor.id()
-            );
-            stream
-                .send_error(ErrorCode::CursorOutOfRange, message)
-                .await;
-            return Ok(rx);
-        }
-        Some(cursor) => stream.sent = cursor,
-        None => {
-            let whole = StoredStream::open(catalog.as_mut(), id, stored, Some(stored)).await?;
-            for frame in frames_of(&whole.snapshot()) {
-                let frame = Frame {
-                    position: Some(Position::through(stored)),
-                    json: frame.json,
-                };
-                stream.send(Arc::new(frame)).await;
-            }
-            stream.sent = Position::through(stored);
-        }
+    let (mut stream, rx) = Stream::new(id);
+    if !stream.start(catalog.as_mut(), cursor, stored, last).await? {
+        return Ok(rx);
     }
     tokio::spawn(async move { stream.follow(catalog, live, broadcast).await });
     Ok(rx)
 }
+
+/// Starts streaming session `id`'s frames after `cursor` from the store alone, for a session
+/// another process writes (a node of a scale-out, a `run-command`): each commit is read once
+/// the store tells of it (PostgreSQL's LISTEN/NOTIFY; SQLite is looked at again every
+/// [`COMMIT_POLL`]). Frames of requests (their errors, closing snapshots and `done`) are not
+/// in the store: such a stream carries the log's frames only.
+pub async fn follow_store(
+    mut catalog: Box<dyn SessionCatalog>,
+    id: &str,
+    cursor: Option<Position>,
+) -> Result<mpsc::Receiver<Arc<Frame>>, StoreError> {
+    let stored = catalog
+        .summary(id)
+        .await?
+        .map(|summary| summary.events)
+        .unwrap_or(0);
+    let (mut stream, rx) = Stream::new(id);
+    if stream
+        .start(catalog.as_mut(), cursor, stored, stored)
+        .await?
+    {
+        tokio::spawn(async move { stream.follow_commits(catalog).await });
+    }
+    Ok(rx)
+}
+
+/// How often a stream of a session written elsewhere looks at a store that cannot tell it of
+/// commits.
+const COMMIT_POLL: Duration = Duration::from_millis(100);
 
 /// What one subscriber has been sent.
 struct Stream {
@@ -101,6 +100,74 @@ struct Stream {
 }
 
 impl Stream {
+    fn new(id: &str) -> (Self, mpsc::Receiver<Arc<Frame>>) {
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_QUEUE);
+        let stream = Stream {
+            id: id.to_owned(),
+            tx,
+            sent: Position::through(0),
+            stored: None,
+        };
+        (stream, rx)
+    }
+
+    /// Sends hello, then the whole timeline as of `stored` when there is no cursor; a cursor
+    /// past `last` gets a terminal error instead, and `false` (the stream ends there).
+    async fn start(
+        &mut self,
+        catalog: &mut dyn SessionCatalog,
+        cursor: Option<Position>,
+        stored: u64,
+        last: u64,
+    ) -> Result<bool, StoreError> {
+        self.send_line(rpc_line::Frame::Hello(hello_frame(&[])))
+            .await;
+        match cursor {
+            Some(cursor) if cursor.ordinal > last => {
+                let message = format!(
+                    "the cursor {} is past session {}'s last event, {last}",
+                    cursor.id(),
+                    self.id
+                );
+                self.send_error(ErrorCode::CursorOutOfRange, message).await;
+                return Ok(false);
+            }
+            Some(cursor) => self.sent = cursor,
+            None => {
+                let whole = StoredStream::open(catalog, &self.id, stored, Some(stored)).await?;
+                for frame in frames_of(&whole.snapshot()) {
+                    let frame = Frame {
+                        position: Some(Position::through(stored)),
+                        json: frame.json,
+                    };
+                    self.send(Arc::new(frame)).await;
+                }
+                self.sent = Position::through(stored);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Sends every commit of the store as it comes, until the client goes away.
+    async fn follow_commits(mut self, mut catalog: Box<dyn SessionCatalog>) {
+        loop {
+            if let Err(error) = self.catch_up(catalog.as_mut(), None).await {
+                return self.fail(error).await;
+            }
+            if self.tx.is_closed() {
+                return;
+            }
+            tokio::select! {
+                heard = catalog.wait_for_commits(&self.id, COMMIT_POLL) => {
+                    if let Err(error) = heard {
+                        return self.fail(error).await;
+                    }
+                }
+                () = self.tx.closed() => return,
+            }
+        }
+    }
+
     /// Sends what the store holds after the cursor, through `broadcast` at least (what went
     /// out before it subscribed), then the live frames.
     async fn follow(

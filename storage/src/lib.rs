@@ -6,6 +6,7 @@
 mod lease;
 mod location;
 mod postgres;
+mod postgres_nodes;
 mod rows;
 mod schema;
 mod shared_connection;

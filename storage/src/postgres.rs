@@ -170,7 +170,10 @@ impl PostgresStore {
     }
 
     /// The server process holding `session_id`'s lock, and its application name.
-    async fn lock_holder(&mut self, session_id: &str) -> Result<Option<(i32, String)>, StoreError> {
+    pub(crate) async fn lock_holder(
+        &mut self,
+        session_id: &str,
+    ) -> Result<Option<(i32, String)>, StoreError> {
         let row = sqlx::query(LOCK_HOLDER)
             .bind(session_id)
             .fetch_optional(&mut *self.conn.lock().await)

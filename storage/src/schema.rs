@@ -24,6 +24,7 @@ pub(crate) const REEL_TABLES: &[&str] = &[
     "snapshots",
     "leases",
     "turns",
+    "serve_nodes",
 ];
 
 /// What an existing database holds, as far as reel is concerned.

@@ -69,6 +69,41 @@ impl TimelineStore {
     }
 }
 
+/// Scale-out of `reel serve` (see [`PostgresStore::register_node`]): PostgreSQL only, since
+/// only a server lets several processes on several machines share a database.
+impl TimelineStore {
+    /// Registers or renews this process as node `node_id`, reached at `public_url`.
+    pub async fn register_node(
+        &mut self,
+        node_id: &str,
+        public_url: &str,
+    ) -> Result<(), StoreError> {
+        match self {
+            TimelineStore::Postgres(store) => store.register_node(node_id, public_url).await,
+            TimelineStore::Sqlite(store) => Err(StoreError::Unusable(format!(
+                "{} is a SQLite file, which one process writes at a time: several nodes need a PostgreSQL database (--timeline-dsn)",
+                store.path
+            ))),
+        }
+    }
+
+    /// Removes node `node_id`.
+    pub async fn unregister_node(&mut self, node_id: &str) -> Result<(), StoreError> {
+        match self {
+            TimelineStore::Postgres(store) => store.unregister_node(node_id).await,
+            TimelineStore::Sqlite(_) => Ok(()),
+        }
+    }
+
+    /// Where the node writing session `session_id` is reached, if a live node writes it.
+    pub async fn node_writing(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
+        match self {
+            TimelineStore::Postgres(store) => store.node_writing(session_id).await,
+            TimelineStore::Sqlite(_) => Ok(None),
+        }
+    }
+}
+
 macro_rules! delegate {
     ($self:ident, $store:ident => $call:expr) => {
         match $self {

@@ -50,6 +50,22 @@ impl Served {
         Self::start_on(command, &["--timeline-dsn", dsn], &[], &[])
     }
 
+    /// A node of a scale-out on the PostgreSQL database `dsn`, listening on `port` and
+    /// registered at `http://127.0.0.1:PORT`.
+    pub fn start_node(command: &str, dsn: &str, port: u16) -> Self {
+        let listen = format!("127.0.0.1:{port}");
+        let url = format!("http://{listen}");
+        let args = [
+            "--command",
+            command,
+            "--timeline-dsn",
+            dsn,
+            "--public-url",
+            &url,
+        ];
+        Self::spawn_on(&listen, &args, &[], &[])
+    }
+
     fn start_on(command: &str, store: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut args = vec!["--command", command];
         args.extend(store);
@@ -57,8 +73,12 @@ impl Served {
     }
 
     fn spawn(args: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn_on("127.0.0.1:0", args, extra, env)
+    }
+
+    fn spawn_on(listen: &str, args: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(reel_binary())
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .args(args)
             .args(extra)
             .env_remove("REEL_LOG")

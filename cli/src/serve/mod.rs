@@ -66,6 +66,11 @@ pub struct ServeArgs {
     /// A PostgreSQL turns database instead, e.g. postgres://user@host/db.
     #[arg(long, value_name = "DSN", conflicts_with = "turns_db")]
     pub turns_dsn: Option<String>,
+    /// Scale-out: where other `reel serve` processes on the same PostgreSQL database reach
+    /// this one (e.g. http://10.0.0.5:8080). A request for a session this process writes,
+    /// posted to another of them, is forwarded here.
+    #[arg(long, value_name = "URL", requires = "timeline_dsn")]
+    pub public_url: Option<String>,
     /// The environment variable holding the bearer token every route but /healthz needs.
     #[arg(long, value_name = "NAME")]
     pub token_env: Option<String>,
@@ -99,8 +104,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let sessions = CommandSessions::open(&args).await?;
+    let sessions = Arc::new(CommandSessions::open(&args).await?);
     let stop = CancellationToken::new();
+    let node = match &args.public_url {
+        Some(url) => Some(Node::register(&sessions, url, stop.clone()).await?),
+        None => None,
+    };
     let _signals = SignalWatch::install(stop.clone()).context("cannot watch for signals")?;
     let options = ServeOptions {
         listen: args.listen,
@@ -109,15 +118,65 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         idle_timeout: args.idle_timeout,
     };
     let stopped = stop.clone();
-    reel_server::serve(
+    let source: Arc<dyn SessionSource> = Arc::clone(&sessions) as _;
+    let served = reel_server::serve(
         options,
-        Arc::new(sessions),
+        source,
         async move { stopped.cancelled().await },
         |address| tracing::info!("reel serve: listening on http://{address}"),
     )
-    .await?;
+    .await;
+    if let Some(node) = node {
+        node.unregister(&sessions).await;
+    }
+    served?;
     tracing::info!("reel serve: stopped");
     Ok(())
+}
+
+/// This process as a node of a scale-out: registered with its public URL, renewed by a
+/// heartbeat until the server stops.
+struct Node {
+    id: String,
+    heartbeat: tokio::task::JoinHandle<()>,
+}
+
+impl Node {
+    async fn register(
+        sessions: &Arc<CommandSessions>,
+        url: &str,
+        stop: CancellationToken,
+    ) -> anyhow::Result<Self> {
+        let id = reel_engine::new_id();
+        let mut store = sessions.base.shared();
+        store
+            .register_node(&id, url)
+            .await
+            .context("--public-url: cannot register this node")?;
+        tracing::info!("reel serve: node {id}, reached at {url}");
+        let renewing = id.clone();
+        let url = url.to_owned();
+        let heartbeat = tokio::spawn(async move {
+            let mut every = tokio::time::interval(reel_storage::LEASE_HEARTBEAT);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => {}
+                    () = stop.cancelled() => return,
+                }
+                if let Err(error) = store.register_node(&renewing, &url).await {
+                    tracing::warn!("node {renewing}: its heartbeat failed: {error}");
+                }
+            }
+        });
+        Ok(Self { id, heartbeat })
+    }
+
+    async fn unregister(self, sessions: &CommandSessions) {
+        self.heartbeat.abort();
+        if let Err(error) = sessions.base.shared().unregister_node(&self.id).await {
+            tracing::warn!("node {}: cannot unregister: {error}", self.id);
+        }
+    }
 }
 
 /// Sessions kept in one timeline database, each running one of the server's command files.
@@ -354,6 +413,10 @@ impl SessionSource for CommandSessions {
 
     async fn catalog(&self) -> Result<Box<dyn SessionCatalog>, SourceError> {
         Ok(Box::new(self.beside(Connection::Reading).await?))
+    }
+
+    async fn node_writing(&self, id: &str) -> Result<Option<String>, SourceError> {
+        self.base.shared().node_writing(id).await.map_err(failed)
     }
 }
 

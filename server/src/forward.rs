@@ -1,0 +1,62 @@
+//! Scale-out: several `reel serve` processes on one PostgreSQL database, each session written
+//! by the one node holding its lease. A request posted to another node is forwarded to the
+//! writer (found through [`crate::SessionSource::node_writing`]) and its answer passed back,
+//! so clients and load balancers need no stickiness. A forwarded request carries
+//! [`FORWARDED`] and is never forwarded again: a session that moved meanwhile gets its 409 and
+//! the client retries.
+
+use axum::{
+    body::Bytes,
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use reel_engine::ErrorCode;
+
+use crate::error::ApiError;
+
+/// The header of a forwarded request: its value names the node that forwarded it.
+pub const FORWARDED: &str = "reel-forwarded-from";
+
+/// Whether `headers` are a forwarded request's.
+pub fn was_forwarded(headers: &HeaderMap) -> bool {
+    headers.contains_key(FORWARDED)
+}
+
+/// Posts `body` to `path` on the node at `node`, with the client's authorization, and answers
+/// what it answers.
+pub async fn post(
+    client: &reqwest::Client,
+    node: &str,
+    path: &str,
+    body: Bytes,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let url = format!("{}{path}", node.trim_end_matches('/'));
+    let mut forwarded = client
+        .post(&url)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(FORWARDED, "reel serve")
+        .body(body);
+    if let Some(authorization) = headers.get(header::AUTHORIZATION) {
+        forwarded = forwarded.header(header::AUTHORIZATION, authorization);
+    }
+    let unreachable = |e: reqwest::Error| {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            ErrorCode::SessionBusy,
+            format!(
+                "the node writing this session ({node}) did not answer: {e}; retry, and once its lease is gone any node takes the session over"
+            ),
+        )
+    };
+    let answer = forwarded.send().await.map_err(unreachable)?;
+    let status = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let content_type = answer
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_owned();
+    let body = answer.bytes().await.map_err(unreachable)?;
+    Ok((status, [(header::CONTENT_TYPE, content_type)], body).into_response())
+}

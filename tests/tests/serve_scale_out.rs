@@ -1,0 +1,139 @@
+//! Scale-out: two `reel serve` nodes on one PostgreSQL database. A session is written by the
+//! node holding its lease; a write posted to the other node is forwarded to it; any node
+//! streams the session from the database (LISTEN/NOTIFY); and when the writer is killed -9,
+//! the next write on the other node takes the session over, closes the interrupted run as a
+//! resume does, and goes on gap-free.
+
+use std::time::{Duration, Instant};
+
+use reel_tests::{
+    TimelineDb, scripted_command,
+    served::{Served, StreamedFrame, text_of},
+};
+
+/// A free port on 127.0.0.1 (a node's public URL names it before the node listens).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+const SCRIPT: &str = r#"turns:
+  - - text: "first reply"
+  - - text: "second reply"
+  - - repeat: {times: 500, steps: [{text: "slow "}, {sleep_ms: 20}]}
+  - - text: "after the takeover"
+"#;
+
+fn submit(prompt: &str) -> String {
+    serde_json::json!({ "submit": { "prompt": prompt } }).to_string()
+}
+
+/// Frames until the `count`th `ChatRunFinished`.
+async fn until_runs_finished(
+    events: &mut reel_tests::served::Events,
+    count: usize,
+) -> Vec<StreamedFrame> {
+    let mut frames = Vec::new();
+    let mut finished = 0;
+    while finished < count {
+        let frame = events
+            .next()
+            .await
+            .expect("the stream goes on until the run finishes");
+        if frame.frame.ui_name() == Some("ChatRunFinished") {
+            finished += 1;
+        }
+        frames.push(frame);
+    }
+    frames
+}
+
+#[tokio::test]
+async fn a_write_is_forwarded_to_the_writer_and_a_killed_writer_is_taken_over() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let command = scripted_command(dir.path(), SCRIPT);
+    let mut a = Served::start_node(&command, &schema.dsn, free_port());
+    let b = Served::start_node(&command, &schema.dsn, free_port());
+
+    // Any node creates; the first to write holds the lease from then on.
+    b.create("s").await;
+    assert_eq!(a.reply("s", "one").await, "first reply");
+
+    // B is not the writer: its stream follows the database, and its write goes to A.
+    let mut on_b = b.events("s", Some("1")).await;
+    let mut on_a = a.events("s", None).await;
+    let rid = b.request("s", &submit("two")).await;
+    let answered_by_a = on_a.until_done(&rid).await;
+    assert_eq!(text_of(&answered_by_a), "second reply");
+    let followed = until_runs_finished(&mut on_b, 2).await;
+    let first_run_end = followed
+        .iter()
+        .position(|f| f.frame.ui_name() == Some("ChatRunFinished"))
+        .unwrap();
+    assert_eq!(
+        text_of(&followed[first_run_end..]),
+        "second reply",
+        "B streams the run A wrote"
+    );
+
+    // A is killed in the middle of a reply.
+    let slow = a.request("s", &submit("three")).await;
+    loop {
+        let frame = on_a.next().await.expect("A streams the slow reply");
+        assert_ne!(frame.frame.done_status(), Some("ok"), "{slow} ended early");
+        if frame.frame.ui_name() == Some("ChatTextPatch") {
+            break;
+        }
+    }
+    a.kill();
+
+    // The next write on B takes the session over once A's connection (and lock) is gone.
+    let started = Instant::now();
+    let taken = loop {
+        let (status, answer) = b.post("/v1/sessions/s/requests", &submit("four")).await;
+        if status == 202 {
+            break answer["requestId"].as_str().unwrap().to_owned();
+        }
+        // Until PostgreSQL has seen A's connection close, B forwards to A and A is gone.
+        assert!(
+            matches!(status, 409 | 502),
+            "while the lock goes: {status} {answer}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(30), "{answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let after = until_runs_finished(&mut on_b, 1).await;
+    let names: Vec<&str> = after.iter().filter_map(|f| f.frame.ui_name()).collect();
+    assert!(
+        names.contains(&"ChatRunFailed"),
+        "the interrupted run is closed: {names:?}"
+    );
+    assert!(text_of(&after).ends_with("after the takeover"), "{taken}");
+
+    // Gap-free: every ordinal once, in the database and on B's stream.
+    let dsn = schema.dsn.clone();
+    let stored = tokio::task::spawn_blocking(move || TimelineDb::connect(&dsn).events("s"))
+        .await
+        .unwrap();
+    let ordinals: Vec<u64> = stored.iter().map(|e| e.ordinal).collect();
+    assert_eq!(ordinals, (1..=ordinals.len() as u64).collect::<Vec<_>>());
+    let mut streamed: Vec<u64> = followed
+        .iter()
+        .chain(&after)
+        .filter_map(|f| f.id.split('.').next()?.parse().ok())
+        .collect();
+    let count = streamed.len();
+    streamed.dedup();
+    assert!(streamed.windows(2).all(|w| w[0] < w[1]), "{streamed:?}");
+    assert_eq!(
+        streamed,
+        (2..=*ordinals.last().unwrap()).collect::<Vec<_>>(),
+        "B's stream holds every event after its cursor ({count} frames)"
+    );
+}
