@@ -7,6 +7,7 @@ mod lease;
 mod location;
 mod postgres;
 mod postgres_nodes;
+mod postgres_notices;
 mod rows;
 mod schema;
 mod shared_connection;

@@ -15,21 +15,18 @@
 use std::{str::FromStr, sync::Arc, time::Duration};
 
 use reel_engine::{Commit, StoreError};
-use sqlx::{
-    Connection, PgConnection, Row,
-    postgres::{PgConnectOptions, PgListener},
-};
+use sqlx::{Connection, PgConnection, Row, postgres::PgConnectOptions};
+
+use tokio::sync::broadcast;
 
 use crate::{
     Access,
+    postgres_notices::{self, CommitNotices, NOTIFY_CHANNEL},
     rows::{db, entity_json, event_json, to_i64},
     schema::{self, MIGRATION_TABLE, POSTGRES_MIGRATIONS, REEL_TABLES, Refusal, Schema},
     shared_connection::{SharedConnection, SharedReader},
     sql_store::Backend,
 };
-
-/// The channel every commit notifies, with the session id as payload.
-const NOTIFY_CHANNEL: &str = "reel_events";
 
 /// How a commit's lease check finds the holder of a session's advisory lock (a bigint lock
 /// shows in pg_locks as classid, the high half, and objid, the low half).
@@ -50,8 +47,11 @@ pub struct PostgresStore {
     shown: String,
     /// The DSN itself (never shown): a follower's listener connects with it.
     dsn: String,
-    /// Hears of commits, once a follower asks ([`SessionCatalog::wait_for_commits`]).
-    listener: Option<PgListener>,
+    /// Hears of commits, once a follower asks ([`SessionCatalog::wait_for_commits`]); one
+    /// connection for this store and the stores sharing its connection.
+    notices: CommitNotices,
+    /// This store's place among the notices, kept between waits so none is missed.
+    heard: Option<broadcast::Receiver<Arc<str>>>,
 }
 
 impl PostgresStore {
@@ -81,7 +81,8 @@ impl PostgresStore {
             readers: Arc::clone(&self.readers),
             shown: self.shown.clone(),
             dsn: self.dsn.clone(),
-            listener: None,
+            notices: Arc::clone(&self.notices),
+            heard: None,
         }
     }
 
@@ -148,21 +149,9 @@ impl PostgresStore {
             readers: SharedReader::default(),
             shown,
             dsn: dsn.to_owned(),
-            listener: None,
+            notices: CommitNotices::default(),
+            heard: None,
         })
-    }
-
-    /// The connection that hears every commit's notification, made on first use.
-    async fn listener(&mut self) -> Result<&mut PgListener, StoreError> {
-        if self.listener.is_none() {
-            let failed = |e: sqlx::Error| {
-                StoreError::database(format!("cannot listen for commits on {}", self.shown), e)
-            };
-            let mut listener = PgListener::connect(&self.dsn).await.map_err(failed)?;
-            listener.listen(NOTIFY_CHANNEL).await.map_err(failed)?;
-            self.listener = Some(listener);
-        }
-        Ok(self.listener.as_mut().expect("made above"))
     }
 
     pub(crate) fn error(&self, error: sqlx::Error) -> StoreError {
@@ -345,15 +334,25 @@ impl Backend for PostgresStore {
         Ok(self.lock_holder(session_id).await?.map(|(_, name)| name))
     }
 
-    async fn commits_heard(
-        &mut self,
-        _session_id: &str,
-        _poll: Duration,
-    ) -> Result<(), StoreError> {
-        // Every commit notifies the channel; a second's timeout also notices a writer that
-        // died (its lock gone without a last commit).
-        let listener = self.listener().await?;
-        let _ = tokio::time::timeout(Duration::from_secs(1), listener.recv()).await;
+    async fn commits_heard(&mut self, session_id: &str, _poll: Duration) -> Result<(), StoreError> {
+        if self.heard.is_none() {
+            let heard = postgres_notices::subscribe(&self.notices, &self.dsn, &self.shown).await?;
+            self.heard = Some(heard);
+        }
+        let heard = self.heard.as_mut().expect("subscribed above");
+        // A notice of this session's commit, or a second (which also notices a writer that
+        // died, its lock gone without a last commit).
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            loop {
+                match heard.recv().await {
+                    Ok(session) if &*session != session_id => continue,
+                    // Its own, or too far behind to know: either way the store is read again.
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => return,
+                    Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
+                }
+            }
+        })
+        .await;
         Ok(())
     }
 }
