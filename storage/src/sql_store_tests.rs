@@ -132,3 +132,58 @@ async fn on_postgres() {
     };
     the_shared_sql_works(Location::dsn(&schema.dsn).unwrap(), true).await;
 }
+
+/// Stores sharing one connection ([`crate::TimelineStore::shared`]), as `reel serve`'s
+/// sessions do, write at once: every transaction is whole (a refused commit of one session
+/// rolls back nothing of another's), and every log is gap-free.
+async fn shared_stores_take_turns(location: Location) {
+    let base = open_timeline(&location, Access::ReadWrite).await.unwrap();
+    let mut writers = tokio::task::JoinSet::new();
+    for session in 0..8 {
+        let mut store = base.shared();
+        writers.spawn(async move {
+            let id = format!("c{session}");
+            store.lease(&id).await.unwrap();
+            for turn in 0..25 {
+                let first = turn * 2 + 1;
+                let commit = Commit {
+                    events: vec![prompt(first), prompt(first + 1)],
+                    ..Commit::default()
+                };
+                store.commit(&id, &commit).await.unwrap();
+                if turn % 5 == 0 {
+                    let gap = Commit {
+                        events: vec![prompt(first + 5)],
+                        ..Commit::default()
+                    };
+                    assert!(store.commit(&id, &gap).await.is_err());
+                }
+                tokio::task::yield_now().await;
+            }
+            store.release(&id).await.unwrap();
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done.unwrap();
+    }
+    let mut reader = base.reader().await.unwrap();
+    for session in 0..8 {
+        let events = reader.events(&format!("c{session}"), 0).await.unwrap();
+        let ordinals: Vec<u64> = events.iter().map(|e| e.ordinal).collect();
+        assert_eq!(ordinals, (1..=50).collect::<Vec<_>>(), "session c{session}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_stores_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    shared_stores_take_turns(Location::path(dir.path().join("t.db"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_stores_on_postgres() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    shared_stores_take_turns(Location::dsn(&schema.dsn).unwrap()).await;
+}

@@ -350,7 +350,7 @@ fn send_signal(pid: i32, name: &str) -> i32 {
 }
 
 #[tokio::test]
-async fn a_session_another_process_writes_is_busy() {
+async fn a_session_another_process_writes_is_busy_to_writes_and_streams_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
     let served = Served::start(&echo_command(), &db, &[], &[]);
@@ -383,6 +383,20 @@ async fn a_session_another_process_writes_is_busy() {
         (409, Some("session_busy")),
         "{answer}"
     );
+    // Its event stream is served all the same, from the database as the holder commits.
+    let mut events = served.events("s", Some("1")).await;
+    assert!(events.next().await.unwrap().frame.text.contains("hello"));
+    let line = "{\"requestId\":\"r1\",\"submit\":{\"prompt\":\"written elsewhere\"}}\n";
+    std::io::Write::write_all(holder.stdin.as_mut().unwrap(), line.as_bytes()).unwrap();
+    let mut followed = Vec::new();
+    while !followed
+        .iter()
+        .any(|f: &StreamedFrame| f.frame.ui_name() == Some("ChatRunFinished"))
+    {
+        followed.push(events.next().await.expect("the holder's run streams"));
+    }
+    assert_eq!(text_of(&followed), "written elsewhere");
+    assert!(followed.iter().all(|f| f.frame.line.request_id.is_empty()));
     // Once it is gone, the server takes the session.
     drop(holder.stdin.take());
     assert!(holder.wait().unwrap().success());
