@@ -5,6 +5,8 @@
 //! [`FORWARDED`] and is never forwarded again: a session that moved meanwhile gets its 409 and
 //! the client retries.
 
+use std::time::Duration;
+
 use axum::{
     body::Bytes,
     http::{HeaderMap, StatusCode, header},
@@ -16,6 +18,20 @@ use crate::error::ApiError;
 
 /// The header of a forwarded request: its value names the node that forwarded it.
 pub const FORWARDED: &str = "reel-forwarded-from";
+
+/// How long a forwarded request may take: a writer answers a request at once (202), so one
+/// that does not within this is taken for gone.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The client that forwards requests to other nodes.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(ANSWER_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .build()
+        .unwrap_or_default()
+}
 
 /// Whether `headers` are a forwarded request's.
 pub fn was_forwarded(headers: &HeaderMap) -> bool {

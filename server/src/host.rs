@@ -132,7 +132,7 @@ impl Host {
             stopping: AtomicBool::new(false),
             writers: TaskTracker::new(),
             metrics: Metrics::new(),
-            forwarder: reqwest::Client::new(),
+            forwarder: crate::forward::client(),
         }
     }
 

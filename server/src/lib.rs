@@ -28,6 +28,7 @@ mod sessions;
 mod source;
 mod subscription;
 mod websocket;
+mod ws_forward;
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 

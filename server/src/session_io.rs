@@ -31,7 +31,7 @@ use crate::{
     host::{Host, Hosted},
     params::Params,
     source::SourceError,
-    subscription,
+    subscription, ws_forward,
 };
 
 /// How often an idle event stream gets a comment, so proxies keep it open.
@@ -194,6 +194,7 @@ pub async fn events(
         (status = 404, description = "No such session", body = ErrorBody),
         (status = 409, description = "Another process writes the session", body = ErrorBody),
         (status = 426, description = "Not a WebSocket handshake", body = ErrorBody),
+        (status = 502, description = "Another node of a scale-out writes the session and its WebSocket cannot be reached (`session_busy`)", body = ErrorBody),
         (status = 500, description = "The store or the command failed", body = ErrorBody),
         (status = 503, description = "The server is stopping", body = ErrorBody),
     )
@@ -202,6 +203,7 @@ pub async fn websocket(
     State(host): State<Arc<Host>>,
     Path(id): Path<String>,
     Params(query): Params<Cursor>,
+    headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let upgrade = upgrade.map_err(|rejection| {
@@ -211,9 +213,22 @@ pub async fn websocket(
             format!("{}: open a WebSocket here", rejection.body_text()),
         )
     })?;
-    let (hosted, frames) = subscribed(&host, &id, cursor_of(query.after)?)
-        .await
-        .map_err(|e| e.into_api(&id))?;
+    let cursor = cursor_of(query.after.clone())?;
+    let (hosted, frames) = match subscribed(&host, &id, cursor).await {
+        Ok(subscribed) => subscribed,
+        // Another node of a scale-out writes it: the socket is piped to that node.
+        Err(SubscribeError::Busy) if !forward::was_forwarded(&headers) => {
+            let Some(node) = host.source().node_writing(&id).await? else {
+                return Err(SubscribeError::Busy.into_api(&id));
+            };
+            let upstream =
+                ws_forward::connect(&node, &id, query.after.as_deref(), &headers).await?;
+            return Ok(upgrade
+                .max_message_size(BODY_LIMIT)
+                .on_upgrade(move |socket| ws_forward::pipe(socket, upstream)));
+        }
+        Err(error) => return Err(error.into_api(&id)),
+    };
     Ok(upgrade
         .max_message_size(BODY_LIMIT)
         .on_upgrade(move |socket| crate::websocket::talk(socket, hosted, frames, id)))

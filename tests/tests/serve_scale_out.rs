@@ -2,7 +2,8 @@
 //! node holding its lease; a write posted to the other node is forwarded to it; any node
 //! streams the session from the database (LISTEN/NOTIFY); and when the writer is killed -9,
 //! the next write on the other node takes the session over, closes the interrupted run as a
-//! resume does, and goes on gap-free.
+//! resume does, and goes on gap-free. A WebSocket opened on the other node is piped to the
+//! writer.
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,7 @@ fn free_port() -> u16 {
 const SCRIPT: &str = r#"turns:
   - - text: "first reply"
   - - text: "second reply"
+  - - text: "over the socket"
   - - repeat: {times: 500, steps: [{text: "slow "}, {sleep_ms: 20}]}
   - - text: "after the takeover"
 "#;
@@ -82,6 +84,22 @@ async fn a_write_is_forwarded_to_the_writer_and_a_killed_writer_is_taken_over() 
         "B streams the run A wrote"
     );
 
+    // A WebSocket opened on B is piped to A: its request runs there, its done comes back.
+    let mut socket = b.websocket("/v1/sessions/s/ws?after=1").await;
+    socket
+        .send_text(r#"{"requestId":"ws1","submit":{"prompt":"socket"}}"#)
+        .await;
+    let over_socket = socket.until_done("ws1").await;
+    assert_eq!(over_socket.last().unwrap().done_status(), Some("ok"));
+    assert!(
+        over_socket
+            .iter()
+            .any(|f| f.text.contains("over the socket")),
+        "{over_socket:?}"
+    );
+    socket.close().await;
+    assert_eq!(text_of(&on_a.until_done("ws1").await), "over the socket");
+
     // A is killed in the middle of a reply.
     let slow = a.request("s", &submit("three")).await;
     loop {
@@ -108,7 +126,8 @@ async fn a_write_is_forwarded_to_the_writer_and_a_killed_writer_is_taken_over() 
         assert!(started.elapsed() < Duration::from_secs(30), "{answer}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let after = until_runs_finished(&mut on_b, 1).await;
+    // B's stream: the socket's run, the interrupted one, and the one after the takeover.
+    let after = until_runs_finished(&mut on_b, 2).await;
     let names: Vec<&str> = after.iter().filter_map(|f| f.frame.ui_name()).collect();
     assert!(
         names.contains(&"ChatRunFailed"),

@@ -107,7 +107,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let sessions = Arc::new(CommandSessions::open(&args).await?);
     let stop = CancellationToken::new();
     let node = match &args.public_url {
-        Some(url) => Some(Node::register(&sessions, url, stop.clone()).await?),
+        Some(url) => Some(Node::register(&sessions, url).await?),
         None => None,
     };
     let _signals = SignalWatch::install(stop.clone()).context("cannot watch for signals")?;
@@ -142,11 +142,7 @@ struct Node {
 }
 
 impl Node {
-    async fn register(
-        sessions: &Arc<CommandSessions>,
-        url: &str,
-        stop: CancellationToken,
-    ) -> anyhow::Result<Self> {
+    async fn register(sessions: &CommandSessions, url: &str) -> anyhow::Result<Self> {
         let id = reel_engine::new_id();
         let mut store = sessions.base.shared();
         store
@@ -156,13 +152,12 @@ impl Node {
         tracing::info!("reel serve: node {id}, reached at {url}");
         let renewing = id.clone();
         let url = url.to_owned();
+        // Renewed until the node unregisters, through the grace period of a stop too: its
+        // sessions are still forwarded to it while their runs end.
         let heartbeat = tokio::spawn(async move {
             let mut every = tokio::time::interval(reel_storage::LEASE_HEARTBEAT);
             loop {
-                tokio::select! {
-                    _ = every.tick() => {}
-                    () = stop.cancelled() => return,
-                }
+                every.tick().await;
                 if let Err(error) = store.register_node(&renewing, &url).await {
                     tracing::warn!("node {renewing}: its heartbeat failed: {error}");
                 }
