@@ -85,6 +85,11 @@ pub async fn follow_store(
     Ok(rx)
 }
 
+/// Live frames after which a subscriber that has kept up lets its stored stream go: one that
+/// lags in bursts keeps its place in the store, one that keeps up does not hold a copy of the
+/// session's timeline.
+const LET_GO_AFTER: usize = 4 * 1024;
+
 /// How often a stream of a session written elsewhere looks at a store that cannot tell it of
 /// commits.
 const COMMIT_POLL: Duration = Duration::from_millis(100);
@@ -95,8 +100,12 @@ struct Stream {
     tx: mpsc::Sender<Arc<Frame>>,
     /// The position of the newest frame sent.
     sent: Position,
-    /// The store's events, read as far as the last catch-up went.
+    /// The store's events, read as far as the last catch-up went: the next catch-up goes on
+    /// from there. It holds the session's timeline, so a subscriber that has kept up for
+    /// [`LET_GO_AFTER`] live frames lets it go (a later catch-up opens the store again).
     stored: Option<StoredStream>,
+    /// Live frames sent since the last catch-up.
+    live_since_catch_up: usize,
 }
 
 impl Stream {
@@ -107,6 +116,7 @@ impl Stream {
             tx,
             sent: Position::through(0),
             stored: None,
+            live_since_catch_up: 0,
         };
         (stream, rx)
     }
@@ -214,6 +224,10 @@ impl Stream {
             if !self.send(frame).await {
                 return;
             }
+            self.live_since_catch_up += 1;
+            if self.live_since_catch_up == LET_GO_AFTER {
+                self.stored = None;
+            }
         }
     }
 
@@ -235,6 +249,7 @@ impl Stream {
         catalog: &mut dyn SessionCatalog,
         through: Option<u64>,
     ) -> Result<(), StoreError> {
+        self.live_since_catch_up = 0;
         let mut stored = match self.stored.take() {
             Some(stored) => stored,
             None => {
