@@ -87,6 +87,16 @@ impl TimelineStore {
         }
     }
 
+    /// Whether the connection still answers: a PostgreSQL connection ends with its server (a
+    /// restart, a network failure, a `--steal-lease` that ended it), and nothing reconnects it.
+    /// A SQLite connection is a file this process holds: always.
+    pub async fn ping(&mut self) -> Result<(), StoreError> {
+        match self {
+            TimelineStore::Postgres(store) => store.ping().await,
+            TimelineStore::Sqlite(_) => Ok(()),
+        }
+    }
+
     /// Removes node `node_id`.
     pub async fn unregister_node(&mut self, node_id: &str) -> Result<(), StoreError> {
         match self {

@@ -156,3 +156,53 @@ async fn a_write_is_forwarded_to_the_writer_and_a_killed_writer_is_taken_over() 
         "B's stream holds every event after its cursor ({count} frames)"
     );
 }
+
+/// A server whose database connection ends (a PostgreSQL restart, a network failure, a
+/// `--steal-lease`) connects again: what it was writing stops with a storage error, and the
+/// next use loads the session on a new connection and goes on gap-free.
+#[tokio::test]
+async fn a_server_whose_connection_ends_connects_again() {
+    use sqlx::Connection;
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    let served = Served::start_postgres(&reel_tests::served::echo_command(), &schema.dsn);
+    served.create("r").await;
+    assert_eq!(served.reply("r", "before").await, "before");
+
+    let mut admin = sqlx::PgConnection::connect(&schema.dsn).await.unwrap();
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(format!("reel/{}", served.child.id()))
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    assert!(!ended.is_empty() && ended.iter().all(|e| *e), "{ended:?}");
+
+    // The loaded session finds its connection gone when it next writes; a later request
+    // loads it again on a new one.
+    let mut replied = None;
+    for attempt in 0..5 {
+        let mut events = served.events("r", None).await;
+        let (status, answer) = served
+            .post("/v1/sessions/r/requests", &submit("after"))
+            .await;
+        if status == 202 {
+            let rid = answer["requestId"].as_str().unwrap();
+            let frames = events.until_done(rid).await;
+            if frames.last().unwrap().frame.done_status() == Some("ok") {
+                replied = Some(text_of(&frames));
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100 * (attempt + 1))).await;
+    }
+    assert_eq!(replied.as_deref(), Some("after"));
+    let dsn = schema.dsn.clone();
+    let stored = tokio::task::spawn_blocking(move || TimelineDb::connect(&dsn).events("r"))
+        .await
+        .unwrap();
+    let ordinals: Vec<u64> = stored.iter().map(|e| e.ordinal).collect();
+    assert_eq!(ordinals, (1..=ordinals.len() as u64).collect::<Vec<_>>());
+}

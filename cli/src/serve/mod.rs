@@ -142,23 +142,32 @@ struct Node {
 }
 
 impl Node {
-    async fn register(sessions: &CommandSessions, url: &str) -> anyhow::Result<Self> {
+    async fn register(sessions: &Arc<CommandSessions>, url: &str) -> anyhow::Result<Self> {
         let id = reel_engine::new_id();
-        let mut store = sessions.base.shared();
-        store
+        sessions
+            .store()
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?
             .register_node(&id, url)
             .await
             .context("--public-url: cannot register this node")?;
         tracing::info!("reel serve: node {id}, reached at {url}");
-        let renewing = id.clone();
-        let url = url.to_owned();
-        // Renewed until the node unregisters, through the grace period of a stop too: its
-        // sessions are still forwarded to it while their runs end.
+        let (renewing, url, sessions) = (id.clone(), url.to_owned(), Arc::clone(sessions));
+        // Renewed until the node unregisters, through the grace period of a stop too (its
+        // sessions are still forwarded to it while their runs end), on whichever writing
+        // connection the server has: the server process of a new one holds its locks.
         let heartbeat = tokio::spawn(async move {
             let mut every = tokio::time::interval(reel_storage::LEASE_HEARTBEAT);
             loop {
                 every.tick().await;
-                if let Err(error) = store.register_node(&renewing, &url).await {
+                let renewed = match sessions.store().await {
+                    Ok(mut store) => store
+                        .register_node(&renewing, &url)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(error) => Err(error.to_string()),
+                };
+                if let Err(error) = renewed {
                     tracing::warn!("node {renewing}: its heartbeat failed: {error}");
                 }
             }
@@ -168,7 +177,14 @@ impl Node {
 
     async fn unregister(self, sessions: &CommandSessions) {
         self.heartbeat.abort();
-        if let Err(error) = sessions.base.shared().unregister_node(&self.id).await {
+        let unregistered = match sessions.store().await {
+            Ok(mut store) => store
+                .unregister_node(&self.id)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        if let Err(error) = unregistered {
             tracing::warn!("node {}: cannot unregister: {error}", self.id);
         }
     }
@@ -178,7 +194,9 @@ impl Node {
 struct CommandSessions {
     /// The database's writing connection: every session writes through it, in turns (see
     /// [`TimelineStore::shared`]), and reads through the one reading connection beside it.
-    base: TimelineStore,
+    /// Replaced by a new one when it no longer answers ([`CommandSessions::store`]).
+    base: std::sync::RwLock<TimelineStore>,
+    location: Location,
     /// The turns database's, when there is one.
     turns: Option<TimelineStore>,
     shown: String,
@@ -242,9 +260,10 @@ impl CommandSessions {
         ])?
         .args;
         let sessions = Self {
-            base,
+            base: std::sync::RwLock::new(base),
             turns,
             shown: location.shown(),
+            location,
             commands,
             template,
         };
@@ -264,10 +283,54 @@ impl CommandSessions {
 
     /// A store on the server's reading or writing connection.
     async fn beside(&self, kind: Connection) -> Result<TimelineStore, SourceError> {
+        let store = self.store().await?;
         match kind {
-            Connection::Reading => self.base.reader().await.map_err(failed),
-            Connection::Writing => Ok(self.base.shared()),
+            Connection::Writing => Ok(store),
+            Connection::Reading => {
+                let mut reader = store.reader().await.map_err(failed)?;
+                if reader.ping().await.is_ok() {
+                    return Ok(reader);
+                }
+                self.reconnect().await?.reader().await.map_err(failed)
+            }
         }
+    }
+
+    /// A store on the writing connection, connected again when it no longer answers: a
+    /// PostgreSQL connection ends with a server restart, a network failure or a
+    /// `--steal-lease`, and the sessions it wrote with it (their locks were its own) stop;
+    /// the ones loaded after use the new one.
+    async fn store(&self) -> Result<TimelineStore, SourceError> {
+        let mut store = self.current();
+        if store.ping().await.is_ok() {
+            return Ok(store);
+        }
+        self.reconnect().await
+    }
+
+    fn current(&self) -> TimelineStore {
+        // A panic while it was held left the store whole (it is only ever replaced).
+        let base = self
+            .base
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        base.shared()
+    }
+
+    async fn reconnect(&self) -> Result<TimelineStore, SourceError> {
+        tracing::warn!(
+            "the connection to {} no longer answers; connecting again",
+            self.shown
+        );
+        let fresh = open_timeline(&self.location, Access::ReadWrite)
+            .await
+            .map_err(failed)?;
+        let store = fresh.shared();
+        *self
+            .base
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = fresh;
+        Ok(store)
     }
 
     /// The error for a session `id` that is there already.
@@ -411,7 +474,7 @@ impl SessionSource for CommandSessions {
     }
 
     async fn node_writing(&self, id: &str) -> Result<Option<String>, SourceError> {
-        self.base.shared().node_writing(id).await.map_err(failed)
+        self.store().await?.node_writing(id).await.map_err(failed)
     }
 }
 
