@@ -33,6 +33,17 @@ pub fn client() -> reqwest::Client {
         .unwrap_or_default()
 }
 
+/// The answer when the node writing a session cannot be reached (`why`): 502 `session_busy`.
+pub fn unreachable(node: &str, why: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_GATEWAY,
+        ErrorCode::SessionBusy,
+        format!(
+            "the node writing this session ({node}) did not answer: {why}; retry, and once its lease is gone any node takes the session over"
+        ),
+    )
+}
+
 /// Whether `headers` are a forwarded request's.
 pub fn was_forwarded(headers: &HeaderMap) -> bool {
     headers.contains_key(FORWARDED)
@@ -56,15 +67,7 @@ pub async fn post(
     if let Some(authorization) = headers.get(header::AUTHORIZATION) {
         forwarded = forwarded.header(header::AUTHORIZATION, authorization);
     }
-    let unreachable = |e: reqwest::Error| {
-        ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            ErrorCode::SessionBusy,
-            format!(
-                "the node writing this session ({node}) did not answer: {e}; retry, and once its lease is gone any node takes the session over"
-            ),
-        )
-    };
+    let unreachable = |e: reqwest::Error| unreachable(node, &e.to_string());
     let answer = forwarded.send().await.map_err(unreachable)?;
     let status = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let content_type = answer

@@ -46,11 +46,7 @@ pub async fn subscribe(
     // Every frame of an event up to here went out before this subscriber listened: it reads
     // them from the store (waiting for their commit), the later ones come live.
     let broadcast = hosted.last_ordinal();
-    let stored = catalog
-        .summary(id)
-        .await?
-        .map(|summary| summary.events)
-        .unwrap_or(0);
+    let stored = stored_events(catalog.as_mut(), id).await?;
     let last = stored.max(hosted.last_ordinal());
     let (mut stream, rx) = Stream::new(id);
     if !stream.start(catalog.as_mut(), cursor, stored, last).await? {
@@ -70,11 +66,7 @@ pub async fn follow_store(
     id: &str,
     cursor: Option<Position>,
 ) -> Result<mpsc::Receiver<Arc<Frame>>, StoreError> {
-    let stored = catalog
-        .summary(id)
-        .await?
-        .map(|summary| summary.events)
-        .unwrap_or(0);
+    let stored = stored_events(catalog.as_mut(), id).await?;
     let (mut stream, rx) = Stream::new(id);
     if stream
         .start(catalog.as_mut(), cursor, stored, stored)
@@ -83,6 +75,14 @@ pub async fn follow_store(
         tokio::spawn(async move { stream.follow_commits(catalog).await });
     }
     Ok(rx)
+}
+
+/// How many events the store holds of session `id`.
+async fn stored_events(catalog: &mut dyn SessionCatalog, id: &str) -> Result<u64, StoreError> {
+    Ok(catalog
+        .summary(id)
+        .await?
+        .map_or(0, |summary| summary.events))
 }
 
 /// Live frames after which a subscriber that has kept up lets its stored stream go: one that

@@ -6,17 +6,19 @@
 
 use axum::{
     extract::ws::{Message, WebSocket},
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{HeaderMap, HeaderValue, header},
 };
 use futures::{SinkExt, StreamExt};
-use reel_engine::ErrorCode;
 use tokio::net::TcpStream;
 use tokio_tungstenite::{
     MaybeTlsStream, WebSocketStream,
     tungstenite::{self, client::IntoClientRequest},
 };
 
-use crate::{error::ApiError, forward::FORWARDED};
+use crate::{
+    error::ApiError,
+    forward::{self, FORWARDED},
+};
 
 /// The writer's end of a piped WebSocket.
 pub type Upstream = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -29,13 +31,7 @@ pub async fn connect(
     after: Option<&str>,
     headers: &HeaderMap,
 ) -> Result<Upstream, ApiError> {
-    let failed = |why: String| {
-        ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            ErrorCode::SessionBusy,
-            format!("the node writing session {id:?} ({node}) cannot be reached: {why}"),
-        )
-    };
+    let failed = |why: String| forward::unreachable(node, &why);
     let base = node.trim_end_matches('/');
     let base = match base.strip_prefix("http://") {
         Some(rest) => format!("ws://{rest}"),

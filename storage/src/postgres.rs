@@ -154,6 +154,15 @@ impl PostgresStore {
         })
     }
 
+    /// A round trip on the connection (see [`crate::TimelineStore::ping`]).
+    pub async fn ping(&mut self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1")
+            .execute(&mut *self.conn.lock().await)
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
     pub(crate) fn error(&self, error: sqlx::Error) -> StoreError {
         StoreError::database(format!("timeline database {}", self.shown), error)
     }

@@ -36,15 +36,6 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// A round trip on the connection (see [`crate::TimelineStore::ping`]).
-    pub async fn ping(&mut self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1")
-            .execute(&mut *self.conn.lock().await)
-            .await
-            .map_err(|e| self.error(e))?;
-        Ok(())
-    }
-
     /// Removes node `node_id` (it is stopping).
     pub async fn unregister_node(&mut self, node_id: &str) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM serve_nodes WHERE node_id = $1")

@@ -4,8 +4,10 @@
 //! `run-command --stdin-rpc --session-id ID --resume` would.
 
 mod commands;
+mod node;
 
 use commands::Commands;
+use node::Node;
 
 use std::{
     collections::BTreeMap,
@@ -134,64 +136,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// This process as a node of a scale-out: registered with its public URL, renewed by a
-/// heartbeat until the server stops.
-struct Node {
-    id: String,
-    heartbeat: tokio::task::JoinHandle<()>,
-}
-
-impl Node {
-    async fn register(sessions: &Arc<CommandSessions>, url: &str) -> anyhow::Result<Self> {
-        let id = reel_engine::new_id();
-        sessions
-            .store()
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-            .register_node(&id, url)
-            .await
-            .context("--public-url: cannot register this node")?;
-        tracing::info!("reel serve: node {id}, reached at {url}");
-        let (renewing, url, sessions) = (id.clone(), url.to_owned(), Arc::clone(sessions));
-        // Renewed until the node unregisters, through the grace period of a stop too (its
-        // sessions are still forwarded to it while their runs end), on whichever writing
-        // connection the server has: the server process of a new one holds its locks.
-        let heartbeat = tokio::spawn(async move {
-            let mut every = tokio::time::interval(reel_storage::LEASE_HEARTBEAT);
-            loop {
-                every.tick().await;
-                let renewed = match sessions.store().await {
-                    Ok(mut store) => store
-                        .register_node(&renewing, &url)
-                        .await
-                        .map_err(|e| e.to_string()),
-                    Err(error) => Err(error.to_string()),
-                };
-                if let Err(error) = renewed {
-                    tracing::warn!("node {renewing}: its heartbeat failed: {error}");
-                }
-            }
-        });
-        Ok(Self { id, heartbeat })
-    }
-
-    async fn unregister(self, sessions: &CommandSessions) {
-        self.heartbeat.abort();
-        let unregistered = match sessions.store().await {
-            Ok(mut store) => store
-                .unregister_node(&self.id)
-                .await
-                .map_err(|e| e.to_string()),
-            Err(error) => Err(error.to_string()),
-        };
-        if let Err(error) = unregistered {
-            tracing::warn!("node {}: cannot unregister: {error}", self.id);
-        }
-    }
-}
-
 /// Sessions kept in one timeline database, each running one of the server's command files.
-struct CommandSessions {
+pub(super) struct CommandSessions {
     /// The database's writing connection: every session writes through it, in turns (see
     /// [`TimelineStore::shared`]), and reads through the one reading connection beside it.
     /// Replaced by a new one when it no longer answers ([`CommandSessions::store`]).
@@ -283,11 +229,11 @@ impl CommandSessions {
 
     /// A store on the server's reading or writing connection.
     async fn beside(&self, kind: Connection) -> Result<TimelineStore, SourceError> {
-        let store = self.store().await?;
         match kind {
-            Connection::Writing => Ok(store),
+            Connection::Writing => self.store().await,
+            // The reading connection is checked alone (one round trip, not two).
             Connection::Reading => {
-                let mut reader = store.reader().await.map_err(failed)?;
+                let mut reader = self.current().reader().await.map_err(failed)?;
                 if reader.ping().await.is_ok() {
                     return Ok(reader);
                 }
@@ -300,7 +246,7 @@ impl CommandSessions {
     /// PostgreSQL connection ends with a server restart, a network failure or a
     /// `--steal-lease`, and the sessions it wrote with it (their locks were its own) stop;
     /// the ones loaded after use the new one.
-    async fn store(&self) -> Result<TimelineStore, SourceError> {
+    pub(super) async fn store(&self) -> Result<TimelineStore, SourceError> {
         let mut store = self.current();
         if store.ping().await.is_ok() {
             return Ok(store);
