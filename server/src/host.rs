@@ -6,7 +6,7 @@
 use std::{
     collections::HashMap,
     sync::{
-        Arc,
+        Arc, Weak,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
@@ -20,14 +20,11 @@ use tokio::sync::{OnceCell, RwLock, broadcast, mpsc};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    frames::{Frame, FramesSink},
+    frames::{Frame, FrameChannel, FramesSink},
     idle::{self, Activity},
     metrics::{Census, Metrics},
     source::{OpenedSession, SessionSource, SourceError},
 };
-
-/// Frames a subscriber may fall behind by before it catches up from the store instead.
-const BROADCAST_FRAMES: usize = 256;
 
 /// The request id of the shutdown the server sends each session when it stops.
 pub const SHUTDOWN_REQUEST_ID: &str = "server-stopping";
@@ -45,7 +42,7 @@ pub struct Hosted {
     requests: RwLock<Option<mpsc::Sender<Incoming>>>,
     /// Weak: the session's frames sink holds the channel, so that it closes, and every
     /// subscriber's stream ends, when the session does.
-    frames: broadcast::WeakSender<Arc<Frame>>,
+    frames: Weak<FrameChannel>,
     last_ordinal: Arc<AtomicU64>,
     activity: Arc<Activity>,
     evicting: AtomicBool,
@@ -184,10 +181,10 @@ impl Host {
 
     /// Opens session `id` and starts its writer.
     async fn load(&self, id: &str) -> Result<Arc<Hosted>, SourceError> {
-        let (frames, _) = broadcast::channel(BROADCAST_FRAMES);
+        let frames = Arc::new(FrameChannel::default());
         let last_ordinal = Arc::new(AtomicU64::new(0));
         let activity = Arc::new(Activity::new());
-        let weak = frames.downgrade();
+        let weak = Arc::downgrade(&frames);
         let sink = FramesSink::new(
             frames,
             Arc::clone(&last_ordinal),

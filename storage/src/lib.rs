@@ -6,6 +6,7 @@
 mod lease;
 mod location;
 mod postgres;
+mod postgres_commit;
 mod postgres_nodes;
 mod postgres_notices;
 mod rows;
@@ -15,6 +16,7 @@ mod sql_store;
 #[cfg(test)]
 mod sql_store_tests;
 mod sqlite;
+mod sqlite_commit;
 mod sqlite_file;
 mod sqlite_lease;
 mod timeline_store;

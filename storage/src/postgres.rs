@@ -20,9 +20,9 @@ use sqlx::{Connection, PgConnection, Row, postgres::PgConnectOptions};
 use tokio::sync::broadcast;
 
 use crate::{
-    Access,
-    postgres_notices::{self, CommitNotices, NOTIFY_CHANNEL},
-    rows::{db, entity_json, event_json, to_i64},
+    Access, postgres_commit,
+    postgres_notices::{self, CommitNotices},
+    rows::db,
     schema::{self, MIGRATION_TABLE, POSTGRES_MIGRATIONS, REEL_TABLES, Refusal, Schema},
     shared_connection::{SharedConnection, SharedReader},
     sql_store::Backend,
@@ -193,31 +193,6 @@ impl PostgresStore {
         tx.commit().await.map_err(db)
     }
 
-    /// Writes the commit in one transaction; a failed statement rolls it back.
-    async fn commit_in_transaction(
-        &mut self,
-        session_id: &str,
-        commit: &Commit,
-        last: u64,
-    ) -> Result<(), StoreError> {
-        let shown = self.shown.clone();
-        let mut conn = self.conn.lock().await;
-        let mut tx = conn.begin().await.map_err(db)?;
-        // The session's row stays locked until the commit ends: one writer at a time.
-        Self::begin_commit(&mut tx, session_id, commit, (&shown, " FOR UPDATE")).await?;
-        insert_events(&mut tx, session_id, commit).await?;
-        upsert_entities(&mut tx, session_id, commit).await?;
-        Self::end_commit(&mut tx, session_id, commit, last).await?;
-        // Followers (`reel tail`) hear of the commit when it becomes visible.
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(NOTIFY_CHANNEL)
-            .bind(session_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        tx.commit().await.map_err(db)
-    }
-
     /// Takes the session's lock from the connection holding it (ending that connection),
     /// and names whom it was taken from.
     async fn steal_lock(&mut self, session_id: &str) -> Result<String, StoreError> {
@@ -326,7 +301,9 @@ impl Backend for PostgresStore {
         commit: &Commit,
         last: u64,
     ) -> Result<(), StoreError> {
-        let written = self.commit_in_transaction(session_id, commit, last).await;
+        let mut conn = self.conn.lock().await;
+        let written =
+            postgres_commit::write(&mut conn, (session_id, commit, last), &self.shown).await;
         written.map_err(|e| e.within(&format!("timeline database {}", self.shown)))
     }
 
@@ -364,80 +341,4 @@ impl Backend for PostgresStore {
         .await;
         Ok(())
     }
-}
-
-/// The commit's events, in one `INSERT ... SELECT FROM UNNEST` (one statement, any count).
-async fn insert_events(
-    conn: &mut PgConnection,
-    session_id: &str,
-    commit: &Commit,
-) -> Result<(), StoreError> {
-    if commit.events.is_empty() {
-        return Ok(());
-    }
-    let mut ordinals = Vec::with_capacity(commit.events.len());
-    let mut names = Vec::with_capacity(commit.events.len());
-    let mut payloads = Vec::with_capacity(commit.events.len());
-    let mut times = Vec::with_capacity(commit.events.len());
-    for entry in &commit.events {
-        ordinals.push(to_i64(entry.ordinal));
-        names.push(entry.name().to_owned());
-        payloads.push(event_json(entry)?);
-        times.push(to_i64(entry.recorded_at_ms));
-    }
-    sqlx::query(
-            "INSERT INTO events (session_id, ordinal, name, payload_json, created_at) \
-             SELECT $1, o, n, p, t FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::bigint[]) AS e(o, n, p, t)",
-        )
-        .bind(session_id)
-        .bind(&ordinals)
-        .bind(&names)
-        .bind(&payloads)
-        .bind(&times)
-        .execute(&mut *conn)
-        .await
-        .map_err(db)?;
-    Ok(())
-}
-
-/// The commit's entities, inserted or updated in one statement.
-async fn upsert_entities(
-    conn: &mut PgConnection,
-    session_id: &str,
-    commit: &Commit,
-) -> Result<(), StoreError> {
-    if commit.entities.is_empty() {
-        return Ok(());
-    }
-    let mut ids = Vec::new();
-    let mut kinds = Vec::new();
-    let mut created = Vec::new();
-    let mut changed = Vec::new();
-    let mut tombstones = Vec::new();
-    let mut payloads = Vec::new();
-    for entity in &commit.entities {
-        ids.push(entity.id.clone());
-        kinds.push(entity.kind.clone());
-        created.push(to_i64(entity.created_ordinal));
-        changed.push(to_i64(entity.last_event_ordinal));
-        tombstones.push(entity.tombstone);
-        payloads.push(entity_json(entity)?);
-    }
-    sqlx::query(
-            "INSERT INTO entities (session_id, entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json) \
-             SELECT $1, i, k, c, l, d, p FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::boolean[], $7::text[]) AS e(i, k, c, l, d, p) \
-             ON CONFLICT (session_id, entity_id) DO UPDATE SET kind = excluded.kind, created_ordinal = excluded.created_ordinal, \
-             last_event_ordinal = excluded.last_event_ordinal, tombstone = excluded.tombstone, payload_json = excluded.payload_json",
-        )
-        .bind(session_id)
-        .bind(&ids)
-        .bind(&kinds)
-        .bind(&created)
-        .bind(&changed)
-        .bind(&tombstones)
-        .bind(&payloads)
-        .execute(&mut *conn)
-        .await
-        .map_err(db)?;
-    Ok(())
 }

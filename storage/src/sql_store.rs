@@ -11,15 +11,14 @@
 use std::time::Duration;
 
 use reel_engine::{
-    Commit, LogEntry, LogStore, RunStatus, SessionCatalog, SessionState, SessionSummary,
-    StoreError, run_tally,
+    Commit, LogEntry, LogStore, SessionCatalog, SessionState, SessionSummary, StoreError,
 };
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{PgConnection, Row, SqliteConnection};
 
 use crate::{
     PostgresStore, SqliteStore,
-    rows::{db, entity_from, event_from, now_ms, state_from, to_i64},
+    rows::{db, entity_from, event_from, state_from, to_i64},
 };
 
 /// Whether the store holds the session.
@@ -126,36 +125,10 @@ pub fn check_continues(
 
 /// Implements `LogStore` and `SessionCatalog` for `$store` (with a `conn: $conn`, an
 /// `error(&sqlx::Error)` that names the database, and a [`Backend`]) from the shared SQL, and
-/// gives it `begin_commit` and `end_commit`, the shared parts of its `write_commit`, and
-/// `delete_rows` for its `delete_session`.
+/// gives it `delete_rows` for its `delete_session`.
 macro_rules! sql_store {
     ($store:ty, $conn:ty) => {
         impl $store {
-            /// Makes sure the session has its row and that `commit` continues its stored log;
-            /// `lock_row` is what the backend appends to lock the row until the commit ends.
-            pub(crate) async fn begin_commit(
-                conn: &mut $conn,
-                session_id: &str,
-                commit: &Commit,
-                (place, lock_row): (&str, &str),
-            ) -> Result<(), StoreError> {
-                let now = now_ms();
-                sqlx::query(CREATE_SESSION)
-                    .bind(session_id)
-                    .bind(now)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db)?;
-                let sql = format!("{LAST_ORDINAL}{lock_row}");
-                let stored: i64 = sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(session_id)
-                    .fetch_one(&mut *conn)
-                    .await
-                    .map_err(db)?
-                    .get(0);
-                check_continues(session_id, place, stored, commit)
-            }
-
             /// Deletes the session's rows from every table (its row last).
             pub(crate) async fn delete_rows(
                 conn: &mut $conn,
@@ -169,43 +142,6 @@ macro_rules! sql_store {
                         .await
                         .map_err(db)?;
                 }
-                Ok(())
-            }
-
-            /// Stores the commit's snapshot, if any, and brings the session's row up to date.
-            pub(crate) async fn end_commit(
-                conn: &mut $conn,
-                session_id: &str,
-                commit: &Commit,
-                last: u64,
-            ) -> Result<(), StoreError> {
-                if let Some((ordinal, state)) = &commit.snapshot {
-                    sqlx::query(INSERT_SNAPSHOT)
-                        .bind(session_id)
-                        .bind(to_i64(*ordinal))
-                        .bind(state)
-                        .bind(now_ms())
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(db)?;
-                    sqlx::query(PRUNE_SNAPSHOTS)
-                        .bind(session_id)
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(db)?;
-                }
-                let (runs, status) = run_tally(&commit.events);
-                sqlx::query(UPDATE_SESSION)
-                    .bind(to_i64(last))
-                    .bind(now_ms())
-                    .bind(commit.entities_ordinal.map(to_i64))
-                    .bind(commit.title.as_deref())
-                    .bind(to_i64(runs))
-                    .bind(status.map(RunStatus::as_str))
-                    .bind(session_id)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db)?;
                 Ok(())
             }
         }

@@ -74,6 +74,12 @@ async fn the_shared_sql_works(location: Location, seen_writing: bool) {
     let refused = store.commit("s", &gap).await.unwrap_err();
     assert!(matches!(refused, StoreError::Damaged(_)), "{refused}");
     assert_eq!(store.summary("s").await.unwrap().unwrap().events, 3);
+    // So is one that repeats stored events (its rows would collide), with the same words.
+    let again = store.commit("s", &first).await.unwrap_err();
+    assert!(
+        matches!(&again, StoreError::Damaged(m) if m.contains("another writer")),
+        "{again}"
+    );
 
     // Three snapshots with entities: the newest two are kept.
     let entity = SnapshotEntity {
@@ -106,6 +112,15 @@ async fn the_shared_sql_works(location: Location, seen_writing: bool) {
     let (ordinal, entities) = store.entities("s").await.unwrap();
     assert_eq!((ordinal, entities.len()), (6, 1));
     assert_eq!(store.sessions().await.unwrap().len(), 1);
+
+    // A commit of many multi-row statements goes in whole.
+    let large = Commit {
+        events: (7..7 + 7_000).map(prompt).collect(),
+        ..Commit::default()
+    };
+    store.commit("s", &large).await.unwrap();
+    assert_eq!(store.summary("s").await.unwrap().unwrap().events, 7_006);
+    assert_eq!(store.events("s", 7_000).await.unwrap().len(), 6);
 
     // Another connection sees the writer (see above), until it lets go.
     let mut reader = open_timeline(&location, Access::ReadOnly).await.unwrap();

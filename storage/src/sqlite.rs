@@ -17,22 +17,20 @@ use std::{
 
 use reel_engine::{Commit, StoreError};
 use sqlx::{
-    AssertSqlSafe, ConnectOptions, Row, SqliteConnection,
+    ConnectOptions, Row, SqliteConnection,
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous},
 };
 
 use crate::{
     Access,
-    rows::{db, entity_json, event_json, to_i64},
     schema::{SQLITE_MIGRATIONS, Schema},
     shared_connection::{SharedConnection, SharedReader},
     sql_store::Backend,
+    sqlite_commit::CommitScript,
     sqlite_file::{self, FileState, Identity},
     sqlite_lease::renew,
 };
 
-/// Rows per multi-row INSERT: one statement costs about 10 us in sqlx, a row far less.
-const ROWS_PER_STATEMENT: usize = 200;
 /// How long a statement waits for another program's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -292,17 +290,12 @@ impl Backend for SqliteStore {
         commit: &Commit,
         last: u64,
     ) -> Result<(), StoreError> {
-        let session_id = session_id.to_owned();
-        let path = self.path.clone();
-        self.immediate(async move |conn| {
-            renew(&mut *conn, &session_id).await?;
-            // BEGIN IMMEDIATE holds the write lock already: the row needs no lock of its own.
-            Self::begin_commit(conn, &session_id, commit, (&path, "")).await?;
-            insert_events(conn, &session_id, commit).await?;
-            upsert_entities(conn, &session_id, commit).await?;
-            Self::end_commit(conn, &session_id, commit, last).await
-        })
-        .await
+        let script = CommitScript::new(session_id, commit, last)?;
+        let mut conn = self.conn.lock().await;
+        script
+            .write(&mut conn, &self.path, |e| self.error(e))
+            .await?;
+        self.check_file()
     }
 
     async fn give_up_lease(&mut self, session_id: &str) -> Result<(), StoreError> {
@@ -319,72 +312,4 @@ impl Backend for SqliteStore {
         tokio::time::sleep(poll).await;
         Ok(())
     }
-}
-
-async fn insert_events(
-    conn: &mut SqliteConnection,
-    session_id: &str,
-    commit: &Commit,
-) -> Result<(), StoreError> {
-    for chunk in commit.events.chunks(ROWS_PER_STATEMENT) {
-        let mut sql = String::from(
-            "INSERT INTO events (session_id, ordinal, name, payload_json, created_at) VALUES ",
-        );
-        for at in 0..chunk.len() {
-            sql.push_str(if at == 0 {
-                "(?, ?, ?, ?, ?)"
-            } else {
-                ", (?, ?, ?, ?, ?)"
-            });
-        }
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for entry in chunk {
-            let payload = event_json(entry)?;
-            query = query
-                .bind(session_id)
-                .bind(to_i64(entry.ordinal))
-                .bind(entry.name())
-                .bind(payload)
-                .bind(to_i64(entry.recorded_at_ms));
-        }
-        query.execute(&mut *conn).await.map_err(db)?;
-    }
-    Ok(())
-}
-
-async fn upsert_entities(
-    conn: &mut SqliteConnection,
-    session_id: &str,
-    commit: &Commit,
-) -> Result<(), StoreError> {
-    for chunk in commit.entities.chunks(ROWS_PER_STATEMENT) {
-        let mut sql = String::from(
-            "INSERT INTO entities (session_id, entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json) VALUES ",
-        );
-        for at in 0..chunk.len() {
-            sql.push_str(if at == 0 {
-                "(?, ?, ?, ?, ?, ?, ?)"
-            } else {
-                ", (?, ?, ?, ?, ?, ?, ?)"
-            });
-        }
-        sql.push_str(
-            " ON CONFLICT (session_id, entity_id) DO UPDATE SET kind = excluded.kind, created_ordinal = excluded.created_ordinal, \
-             last_event_ordinal = excluded.last_event_ordinal, tombstone = excluded.tombstone, payload_json = excluded.payload_json",
-        );
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for entity in chunk {
-            let payload = entity_json(entity)?;
-            query = query
-                .bind(session_id)
-                .bind(&entity.id)
-                .bind(&entity.kind)
-                .bind(to_i64(entity.created_ordinal))
-                .bind(to_i64(entity.last_event_ordinal))
-                .bind(entity.tombstone)
-                .bind(payload);
-        }
-        query.execute(&mut *conn).await.map_err(db)?;
-    }
-    Ok(())
 }

@@ -97,9 +97,14 @@ pub(crate) async fn renew(conn: &mut SqliteConnection, session_id: &str) -> Resu
             .await
             .map_err(db)?;
     if renewed.rows_affected() == 0 {
-        return Err(StoreError::Busy(format!(
-            "this process no longer holds session {session_id:?}: another process took its lease (--steal-lease); it stops writing"
-        )));
+        return Err(lost_lease(session_id));
     }
     Ok(())
+}
+
+/// The error of a writer whose lease of `session_id` another process took.
+pub(crate) fn lost_lease(session_id: &str) -> StoreError {
+    StoreError::Busy(format!(
+        "this process no longer holds session {session_id:?}: another process took its lease (--steal-lease); it stops writing"
+    ))
 }

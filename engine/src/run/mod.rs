@@ -460,9 +460,14 @@ impl Session {
         run.phase = Phase::Model(SyncWrapper::new(run.provider.stream(request)));
     }
 
-    /// Records the start of a model call for `purpose`; false when the store failed first (the
-    /// run is halted then: a model call costs money and time, so it starts only once the log
-    /// up to here is stored).
+    /// Records the start of a model call for `purpose`; false when a durable store has failed
+    /// (the run is halted then: a model call costs money and time).
+    ///
+    /// It does not wait for the store to commit the log so far: the model's first token must
+    /// not wait for a disk or a database round trip (in a server, a commit waits its turn
+    /// behind every other session's). Nothing is lost by it: the fan-out's bounded queues keep
+    /// the store at most a few batches behind, the run halts at its next step once a store
+    /// has failed, a tool runs only once the log is stored, and done waits for everything.
     async fn open_call(&mut self, run: &mut ActiveRun<'_>, purpose: CallPurpose) -> bool {
         run.call = CallState::new(
             CorrelationInfo {
@@ -478,7 +483,7 @@ impl Session {
             .started_event(run.provider.name(), &run.settings.model);
         self.append(&rid, started).await;
         run.call.open = true;
-        if let Err(failure) = self.storage_holds().await {
+        if let Some(failure) = self.durable_failure() {
             run.phase = Phase::Halted(RunOutcome::Failed(RunFailure::storage(&failure)));
             return false;
         }

@@ -1,0 +1,176 @@
+//! A commit of a session's log to PostgreSQL: one transaction that locks the session's row,
+//! checks that the commit continues the stored log, writes the events (one `UNNEST` statement
+//! for any count), the entities and the snapshot, brings the row up to date and notifies the
+//! followers. The statements are the shared SQL of [`crate::sql_store`] where there is one.
+
+use reel_engine::{Commit, RunStatus, StoreError, run_tally};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
+
+use crate::{
+    postgres_notices::NOTIFY_CHANNEL,
+    rows::{db, entity_json, event_json, now_ms, to_i64},
+    sql_store::{
+        CREATE_SESSION, INSERT_SNAPSHOT, LAST_ORDINAL, PRUNE_SNAPSHOTS, UPDATE_SESSION,
+        check_continues,
+    },
+};
+
+/// Writes `commit` of `session_id` (ending at ordinal `last`) in one transaction; `place` names
+/// the database in errors. A failed statement rolls it back.
+pub(crate) async fn write(
+    conn: &mut PgConnection,
+    (session_id, commit, last): (&str, &Commit, u64),
+    place: &str,
+) -> Result<(), StoreError> {
+    let mut tx = conn.begin().await.map_err(db)?;
+    begin_commit(&mut tx, session_id, commit, place).await?;
+    insert_events(&mut tx, session_id, commit).await?;
+    upsert_entities(&mut tx, session_id, commit).await?;
+    end_commit(&mut tx, session_id, commit, last).await?;
+    // Followers (`reel tail`) hear of the commit when it becomes visible.
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(NOTIFY_CHANNEL)
+        .bind(session_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    tx.commit().await.map_err(db)
+}
+
+/// Makes sure the session has its row and that `commit` continues its stored log;
+async fn begin_commit(
+    conn: &mut PgConnection,
+    session_id: &str,
+    commit: &Commit,
+    place: &str,
+) -> Result<(), StoreError> {
+    let now = now_ms();
+    sqlx::query(CREATE_SESSION)
+        .bind(session_id)
+        .bind(now)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    // The row stays locked until the commit ends: one writer at a time.
+    let sql = format!("{LAST_ORDINAL} FOR UPDATE");
+    let stored: i64 = sqlx::query(AssertSqlSafe(sql))
+        .bind(session_id)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?
+        .get(0);
+    check_continues(session_id, place, stored, commit)
+}
+
+/// Stores the commit's snapshot, if any, and brings the session's row up to date.
+async fn end_commit(
+    conn: &mut PgConnection,
+    session_id: &str,
+    commit: &Commit,
+    last: u64,
+) -> Result<(), StoreError> {
+    if let Some((ordinal, state)) = &commit.snapshot {
+        sqlx::query(INSERT_SNAPSHOT)
+            .bind(session_id)
+            .bind(to_i64(*ordinal))
+            .bind(state)
+            .bind(now_ms())
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+        sqlx::query(PRUNE_SNAPSHOTS)
+            .bind(session_id)
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+    }
+    let (runs, status) = run_tally(&commit.events);
+    sqlx::query(UPDATE_SESSION)
+        .bind(to_i64(last))
+        .bind(now_ms())
+        .bind(commit.entities_ordinal.map(to_i64))
+        .bind(commit.title.as_deref())
+        .bind(to_i64(runs))
+        .bind(status.map(RunStatus::as_str))
+        .bind(session_id)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    Ok(())
+}
+
+/// The commit's events, in one `INSERT ... SELECT FROM UNNEST` (one statement, any count).
+async fn insert_events(
+    conn: &mut PgConnection,
+    session_id: &str,
+    commit: &Commit,
+) -> Result<(), StoreError> {
+    if commit.events.is_empty() {
+        return Ok(());
+    }
+    let mut ordinals = Vec::with_capacity(commit.events.len());
+    let mut names = Vec::with_capacity(commit.events.len());
+    let mut payloads = Vec::with_capacity(commit.events.len());
+    let mut times = Vec::with_capacity(commit.events.len());
+    for entry in &commit.events {
+        ordinals.push(to_i64(entry.ordinal));
+        names.push(entry.name().to_owned());
+        payloads.push(event_json(entry)?);
+        times.push(to_i64(entry.recorded_at_ms));
+    }
+    sqlx::query(
+            "INSERT INTO events (session_id, ordinal, name, payload_json, created_at) \
+             SELECT $1, o, n, p, t FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::bigint[]) AS e(o, n, p, t)",
+        )
+        .bind(session_id)
+        .bind(&ordinals)
+        .bind(&names)
+        .bind(&payloads)
+        .bind(&times)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    Ok(())
+}
+
+/// The commit's entities, inserted or updated in one statement.
+async fn upsert_entities(
+    conn: &mut PgConnection,
+    session_id: &str,
+    commit: &Commit,
+) -> Result<(), StoreError> {
+    if commit.entities.is_empty() {
+        return Ok(());
+    }
+    let mut ids = Vec::new();
+    let mut kinds = Vec::new();
+    let mut created = Vec::new();
+    let mut changed = Vec::new();
+    let mut tombstones = Vec::new();
+    let mut payloads = Vec::new();
+    for entity in &commit.entities {
+        ids.push(entity.id.clone());
+        kinds.push(entity.kind.clone());
+        created.push(to_i64(entity.created_ordinal));
+        changed.push(to_i64(entity.last_event_ordinal));
+        tombstones.push(entity.tombstone);
+        payloads.push(entity_json(entity)?);
+    }
+    sqlx::query(
+            "INSERT INTO entities (session_id, entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json) \
+             SELECT $1, i, k, c, l, d, p FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::boolean[], $7::text[]) AS e(i, k, c, l, d, p) \
+             ON CONFLICT (session_id, entity_id) DO UPDATE SET kind = excluded.kind, created_ordinal = excluded.created_ordinal, \
+             last_event_ordinal = excluded.last_event_ordinal, tombstone = excluded.tombstone, payload_json = excluded.payload_json",
+        )
+        .bind(session_id)
+        .bind(&ids)
+        .bind(&kinds)
+        .bind(&created)
+        .bind(&changed)
+        .bind(&tombstones)
+        .bind(&payloads)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    Ok(())
+}
