@@ -37,7 +37,7 @@ pub(crate) async fn write(
     tx.commit().await.map_err(db)
 }
 
-/// Makes sure the session has its row and that `commit` continues its stored log;
+/// Makes sure the session has its row and that `commit` continues its stored log.
 async fn begin_commit(
     conn: &mut PgConnection,
     session_id: &str,
