@@ -26,7 +26,7 @@ use crate::{
         CREATE_SESSION, INSERT_SNAPSHOT, LAST_ORDINAL, PRUNE_SNAPSHOTS, UPDATE_SESSION,
         check_continues,
     },
-    sqlite_lease::lost_lease,
+    sqlite_lease::{RENEW_LEASE, lost_lease},
 };
 
 /// Rows per multi-row INSERT.
@@ -143,9 +143,7 @@ fn script(session_id: &str, commit: &Commit, last: u64) -> Result<Script, StoreE
     let now = now_ms();
     script.statement("BEGIN IMMEDIATE", &[]);
     // BEGIN IMMEDIATE holds the write lock already: the row needs no lock of its own.
-    let renew = format!(
-        "UPDATE leases SET heartbeat_at = $1 WHERE session_id = $2 AND owner = $3 RETURNING '{LEASE_RENEWED}'"
-    );
+    let renew = format!("{RENEW_LEASE} RETURNING '{LEASE_RENEWED}'");
     let owner = lease::this_process();
     script.statement(&renew, &[Int(now), Text(session_id), Text(owner)]);
     script.statement(CREATE_SESSION, &[Text(session_id), Int(now)]);

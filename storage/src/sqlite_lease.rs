@@ -86,16 +86,19 @@ impl SqliteStore {
     }
 }
 
+/// Renews the lease of session `$2` held by `$3` (this process) at time `$1`.
+pub(crate) const RENEW_LEASE: &str =
+    "UPDATE leases SET heartbeat_at = $1 WHERE session_id = $2 AND owner = $3";
+
 /// Renews this process's lease of `session_id`; fails when another process holds it now.
 pub(crate) async fn renew(conn: &mut SqliteConnection, session_id: &str) -> Result<(), StoreError> {
-    let renewed =
-        sqlx::query("UPDATE leases SET heartbeat_at = ? WHERE session_id = ? AND owner = ?")
-            .bind(now_ms())
-            .bind(session_id)
-            .bind(lease::this_process())
-            .execute(&mut *conn)
-            .await
-            .map_err(db)?;
+    let renewed = sqlx::query(RENEW_LEASE)
+        .bind(now_ms())
+        .bind(session_id)
+        .bind(lease::this_process())
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
     if renewed.rows_affected() == 0 {
         return Err(lost_lease(session_id));
     }

@@ -461,13 +461,9 @@ impl Session {
     }
 
     /// Records the start of a model call for `purpose`; false when a durable store has failed
-    /// (the run is halted then: a model call costs money and time).
-    ///
-    /// It does not wait for the store to commit the log so far: the model's first token must
-    /// not wait for a disk or a database round trip (in a server, a commit waits its turn
-    /// behind every other session's). Nothing is lost by it: the fan-out's bounded queues keep
-    /// the store at most a few batches behind, the run halts at its next step once a store
-    /// has failed, a tool runs only once the log is stored, and done waits for everything.
+    /// (the run is halted then). It does not wait for the commit: the first token must not wait
+    /// for a disk or for other sessions' commits; the store stays a few batches behind at most,
+    /// tools wait for it, and done waits for everything.
     async fn open_call(&mut self, run: &mut ActiveRun<'_>, purpose: CallPurpose) -> bool {
         run.call = CallState::new(
             CorrelationInfo {
