@@ -47,6 +47,8 @@ pub enum Action {
     Rm(crate::inspect::RmArgs),
     /// Host many sessions over HTTP, Server-Sent Events and WebSocket.
     Serve(crate::serve::ServeArgs),
+    /// Be an Agent Client Protocol agent on stdin/stdout, for editors (Zed, JetBrains, ...).
+    Acp(crate::acp::AcpArgs),
 }
 
 /// How `run-command` writes its result on stdout.
@@ -199,6 +201,7 @@ pub enum Parsed {
     Bench(crate::bench::BenchArgs),
     Verify(crate::verify::VerifyArgs),
     Serve(crate::serve::ServeArgs),
+    Acp(crate::acp::AcpArgs),
     /// One of the session commands (sessions, show, export, replay, fork, tail).
     Inspect(Box<Action>),
 }
@@ -249,6 +252,7 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
         Action::Bench(bench) => Parsed::Bench(bench),
         Action::Verify(verify) => Parsed::Verify(verify),
         Action::Serve(serve) => Parsed::Serve(serve),
+        Action::Acp(acp) => Parsed::Acp(acp),
         action @ (Action::Sessions(_)
         | Action::Show(_)
         | Action::Export(_)

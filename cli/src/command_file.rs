@@ -37,6 +37,8 @@
 //!     max_output_bytes: 65536              # optional (at most 16 MiB)
 //!     env: [AWS_PROFILE]                   # optional: variables it sees besides PATH, HOME,
 //!                                          # LANG, TERM and TMPDIR
+//!     approval: ask                        # optional: a person decides each call first (reel
+//!                                          # acp asks the editor); never by default
 //!   - name: ask_user
 //!     description: Asks the person at the client.
 //!     executor: client                     # answered by the stdin-RPC client
@@ -165,6 +167,9 @@ pub struct ToolDeclaration {
     /// TERM and TMPDIR (no other variable reaches a tool).
     #[serde(default)]
     pub env: Vec<String>,
+    /// `ask`: a person decides each call first (an editor, over ACP); `never` by default.
+    #[serde(default)]
+    pub approval: reel_engine::Approval,
 }
 
 /// Who runs a tool: `command: [PROGRAM, ARGS...]` or `client`.

@@ -1,6 +1,7 @@
 //! The `reel` binary. stdout carries the command's output (protocol frames in jsonl / rpc mode);
 //! every log line goes to stderr.
 
+mod acp;
 mod bench;
 mod bounded_lines;
 mod cli;
@@ -63,6 +64,7 @@ fn main() -> ExitCode {
             cli::Parsed::Bench(args) => bench::run(args).await,
             cli::Parsed::Verify(args) => verify::run(args).await,
             cli::Parsed::Serve(args) => serve::run(args).await,
+            cli::Parsed::Acp(args) => acp::run(args).await,
             cli::Parsed::Inspect(action) => inspect::run(*action).await,
         }
     });

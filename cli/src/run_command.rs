@@ -218,6 +218,7 @@ async fn one_shot(
         provider: prepared.provider.as_ref(),
         tools: &prepared.tools,
         tool_client: false,
+        approver: None,
         budgets: prepared.budgets,
         context_policy: prepared.context_policy,
     };
@@ -293,6 +294,8 @@ async fn serve_stdin(
         system_prompt: prepared.system_prompt,
         settings: prepared.settings,
         tools: &prepared.tools,
+        // A stdin-RPC client has no approval request: `approval: ask` tools are not run.
+        approver: None,
         budgets: prepared.budgets,
         context_policy: prepared.context_policy,
     };

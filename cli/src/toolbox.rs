@@ -94,6 +94,7 @@ pub fn build(
                     parameters: declared.parameters.clone(),
                 },
                 executor,
+                approval: declared.approval,
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

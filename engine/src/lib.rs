@@ -68,7 +68,10 @@ pub use scripted::{
     Repeat, Script, ScriptError, ScriptToolCall, ScriptUsage, ScriptedProvider, Step, Summary,
 };
 pub use secrets::{REDACTED, Secrets};
-pub use server::{Incoming, ParsedLine, ServeConfig, ServeEnd, parse_line, serve, too_large};
+pub use server::{
+    Incoming, OpenedSession, ParsedLine, RunSetup, ServeConfig, ServeEnd, parse_line, serve,
+    too_large,
+};
 pub use session::Session;
 pub use sink::{Acks, Durability, MemorySink, Reads, Sink, SinkError};
 pub use store::{
@@ -78,11 +81,12 @@ pub use store::{
 pub use stored_stream::{StoredStream, send_stored};
 pub use timeline::{OpenRun, QueuedPrompt, TimelineProjection};
 pub use tools::{
-    CommandTool, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool, ToolChoice, ToolDefinition, ToolExecutor,
-    ToolOutput, Toolbox, ToolboxError, run_tool_guard,
+    Approval, ApprovalRequest, Approver, CommandTool, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool,
+    ToolChoice, ToolDefinition, ToolExecutor, ToolOutput, Toolbox, ToolboxError, run_tool_guard,
 };
 pub use usage::{Pricing, UsageProjection, add_usage, cached_tokens, input_tokens};
 pub use vocabulary::{
-    CallPurpose, CompactionReason, DoneStatus, DropReason, ErrorCode, FinishClass, MessageStatus,
-    QueuedPromptKind, QueuedPromptStatus, RunStatus, ToolCallStatus, ToolResultStatus, WarningCode,
+    ApprovalDecision, ApprovalOption, CallPurpose, CompactionReason, DoneStatus, DropReason,
+    ErrorCode, FinishClass, MessageStatus, QueuedPromptKind, QueuedPromptStatus, RunStatus,
+    ToolCallStatus, ToolResultStatus, WarningCode,
 };

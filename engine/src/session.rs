@@ -43,6 +43,9 @@ pub struct Session {
     /// The durable store that holds the session's entities, read for whole snapshots once
     /// settled entities were let go (see [`Session::settle`]).
     archive: Option<Box<dyn SessionCatalog>>,
+    /// The `approval: ask` tools a person allowed for the rest of the session (while it is
+    /// open: a reloaded session asks again).
+    pub(crate) allowed_always: crate::tools::AllowedAlways,
 }
 
 impl Session {
@@ -57,6 +60,7 @@ impl Session {
             outputs,
             storage_failure_reported: false,
             archive: None,
+            allowed_always: Default::default(),
         }
     }
 
@@ -97,6 +101,7 @@ impl Session {
             outputs,
             storage_failure_reported: false,
             archive: None,
+            allowed_always: Default::default(),
         }
     }
 

@@ -222,6 +222,26 @@ vocabulary! {
 }
 
 vocabulary! {
+    /// What a person may answer when a tool asks for approval: `ChatToolApprovalRequested.options`.
+    ApprovalOption {
+        AllowOnce = "allow_once",
+        /// Allowed, and not asked again for this tool in the session.
+        AllowAlways = "allow_always",
+        RejectOnce = "reject_once",
+    }
+}
+
+vocabulary! {
+    /// How an approval ended: `ChatToolApprovalDecided.decision`.
+    ApprovalDecision {
+        Allowed = "allowed",
+        Rejected = "rejected",
+        /// The prompt was cancelled while it waited, or nobody could be asked.
+        Cancelled = "cancelled",
+    }
+}
+
+vocabulary! {
     /// What a run warns about: `ChatRunWarning.code`.
     WarningCode {
         /// A model call that had to call a tool answered without one.
@@ -264,7 +284,9 @@ mod tests {
             .chain(CompactionReason::ALL.iter().map(|v| v.as_str()))
             .chain(QueuedPromptKind::ALL.iter().map(|v| v.as_str()))
             .chain(QueuedPromptStatus::ALL.iter().map(|v| v.as_str()))
-            .chain(DropReason::ALL.iter().map(|v| v.as_str()));
+            .chain(DropReason::ALL.iter().map(|v| v.as_str()))
+            .chain(ApprovalOption::ALL.iter().map(|v| v.as_str()))
+            .chain(ApprovalDecision::ALL.iter().map(|v| v.as_str()));
         for value in values {
             if !quoted(value) {
                 missing.push(value);

@@ -144,6 +144,7 @@ fn check(ops: &[Op]) -> Result<Vec<String>, TestCaseError> {
                 system_prompt: Some("Be brief.".into()),
                 settings: ModelSettings::default(),
                 tools: &reel_engine::NO_TOOLS,
+                approver: None,
                 budgets: Default::default(),
                 context_policy: ContextPolicy {
                     window_tokens: Some(400),

@@ -210,6 +210,7 @@ proptest! {
                     provider: &provider,
                     tools: &reel_engine::NO_TOOLS,
                     tool_client: false,
+                    approver: None,
                     budgets: Default::default(),
                     context_policy: Default::default(),
                 };

@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use reel_engine::{Incoming, ServeConfig, serve};
+use reel_engine::{Incoming, OpenedSession, serve};
 use reel_proto::rpc::{
     PROTOCOL_VERSION, RpcRequestLine, ShutdownRequest, rpc_request_line::Request,
 };
@@ -23,7 +23,7 @@ use crate::{
     frames::{Frame, FrameChannel, FramesSink},
     idle::{self, Activity},
     metrics::{Census, Metrics},
-    source::{OpenedSession, SessionSource, SourceError},
+    source::{SessionSource, SourceError},
 };
 
 /// The request id of the shutdown the server sends each session when it stops.
@@ -314,15 +314,7 @@ async fn write_session(
     // keeps only what it holds, not room for the largest thing it ever awaits.
     Box::pin(session.close_interrupted_run(&none)).await;
     let id = session.id().to_owned();
-    let config = ServeConfig {
-        id_fixed: true,
-        provider: runs.provider.as_ref(),
-        system_prompt: runs.system_prompt,
-        settings: runs.settings,
-        tools: &runs.tools,
-        budgets: runs.budgets,
-        context_policy: runs.context_policy,
-    };
+    let config = runs.serve_config();
     let (session, end) = serve(session, config, incoming, stop).await;
     for failure in Box::pin(session.close()).await {
         tracing::error!(

@@ -35,9 +35,7 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 use axum::{Router, middleware, routing::get};
 
 pub use frames::Position;
-pub use source::{
-    ExportFormat, OpenedSession, RunSetup, SessionConfig, SessionSource, SourceError,
-};
+pub use source::{ExportFormat, SessionConfig, SessionSource, SourceError};
 
 /// How a server listens.
 pub struct ServeOptions {

@@ -3,9 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use reel_engine::{
-    Budgets, ContextPolicy, ModelSettings, Provider, Session, SessionCatalog, Sink, Toolbox,
-};
+use reel_engine::{OpenedSession, SessionCatalog, Sink};
 
 /// What a new session runs.
 #[derive(Clone, Debug, Default)]
@@ -40,22 +38,6 @@ impl ExportFormat {
             Self::Turns => "application/json",
         }
     }
-}
-
-/// What every run of a hosted session is made with (its command file, prepared).
-pub struct RunSetup {
-    pub provider: Box<dyn Provider>,
-    pub system_prompt: Option<String>,
-    pub settings: ModelSettings,
-    pub tools: Toolbox,
-    pub budgets: Budgets,
-    pub context_policy: ContextPolicy,
-}
-
-/// A session opened for writing: its lease taken, its durable sinks and `frames` attached.
-pub struct OpenedSession {
-    pub session: Session,
-    pub runs: RunSetup,
 }
 
 /// Why a session could not be opened or created.

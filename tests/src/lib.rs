@@ -10,6 +10,7 @@ use std::{
     process::{Command, Output, Stdio},
 };
 
+pub mod acp_client;
 mod local_llm;
 mod peak_rss;
 mod pg_schema;
@@ -292,12 +293,13 @@ mod tests {
         let root = super::repo_root();
         let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
         assert!(readme.contains(
-            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine\n                        -> server  -> engine\n                        -> allocator"
+            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine\n                        -> server  -> engine\n                        -> acp     -> engine\n                        -> allocator"
         ));
         let expected: &[(&str, &[&str])] = &[
             (
                 "cli",
                 &[
+                    "reel-acp",
                     "reel-allocator",
                     "reel-engine",
                     "reel-proto",
@@ -307,6 +309,7 @@ mod tests {
                 ],
             ),
             ("server", &["reel-engine", "reel-proto"]),
+            ("acp", &["reel-engine", "reel-proto"]),
             ("allocator", &[]),
             ("sinks", &["reel-engine", "reel-proto"]),
             ("storage", &["reel-engine", "reel-proto"]),

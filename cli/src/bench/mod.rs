@@ -181,6 +181,7 @@ async fn run_prompt(
         provider,
         tools: &reel_engine::NO_TOOLS,
         tool_client: false,
+        approver: None,
         budgets: reel_engine::Budgets::default(),
         context_policy: reel_engine::ContextPolicy::default(),
     };

@@ -173,7 +173,11 @@ pub async fn run(action: crate::cli::Action) -> u8 {
         Action::Fork(args) => fork::run(args).await,
         Action::Tail(args) => tail::run(args).await,
         Action::Rm(args) => remove::run(args).await,
-        Action::RunCommand(_) | Action::Bench(_) | Action::Verify(_) | Action::Serve(_) => {
+        Action::RunCommand(_)
+        | Action::Bench(_)
+        | Action::Verify(_)
+        | Action::Serve(_)
+        | Action::Acp(_) => {
             unreachable!("dispatched in main")
         }
     };

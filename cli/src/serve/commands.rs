@@ -150,29 +150,41 @@ fn values(
         .collect()
 }
 
-/// The event that records `config` (its command's values filled in).
-pub fn configured_event(config: &SessionConfig, chosen: &Chosen) -> Any {
+/// The event that records `config` (its command's values filled in) and the working
+/// directory `cwd` its command tools run in.
+pub fn configured_event(config: &SessionConfig, chosen: &Chosen, cwd: Option<&Path>) -> Any {
     Any::from(ChatSessionConfigured {
         command: config.command.clone().unwrap_or_default(),
         variables: chosen.variables.clone(),
+        cwd: cwd
+            .map(|dir| dir.to_string_lossy().into_owned())
+            .unwrap_or_default(),
     })
 }
 
-/// The configuration session `id` was created with: its first event, when that records one
-/// (sessions `run-command` made run the default command with its defaults).
-pub async fn recorded(
-    store: &mut dyn SessionCatalog,
-    id: &str,
-) -> Result<SessionConfig, SourceError> {
+/// How a session was created: its first event, when that records it.
+#[derive(Default)]
+pub struct Recorded {
+    pub config: SessionConfig,
+    /// Where its command tools run; `None` for the process's own directory.
+    pub cwd: Option<PathBuf>,
+}
+
+/// How session `id` was created (sessions `run-command` made run the default command with its
+/// defaults, in the process's directory).
+pub async fn recorded(store: &mut dyn SessionCatalog, id: &str) -> Result<Recorded, SourceError> {
     let first = LogPages::new(id, 0, 1)
         .next(store)
         .await
         .map_err(|e| SourceError::Failed(reel_engine::error_chain(&e)))?;
     Ok(match first.first().map(|entry| &entry.event) {
-        Some(Any::ChatSessionConfigured(configured)) => SessionConfig {
-            command: Some(configured.command.clone()).filter(|name| !name.is_empty()),
-            variables: configured.variables.clone(),
+        Some(Any::ChatSessionConfigured(configured)) => Recorded {
+            config: SessionConfig {
+                command: Some(configured.command.clone()).filter(|name| !name.is_empty()),
+                variables: configured.variables.clone(),
+            },
+            cwd: (!configured.cwd.is_empty()).then(|| PathBuf::from(&configured.cwd)),
         },
-        _ => SessionConfig::default(),
+        _ => Recorded::default(),
     })
 }

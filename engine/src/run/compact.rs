@@ -196,6 +196,7 @@ impl Session {
             provider: request.provider,
             tools: &NO_TOOLS,
             tool_client: false,
+            approver: None,
             budgets: request.budgets,
             context_policy: policy.clone(),
         };

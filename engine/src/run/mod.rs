@@ -32,7 +32,7 @@ use crate::{
     id::new_id,
     provider::{ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream},
     session::Session,
-    tools::{ToolChoice, ToolOutput, Toolbox},
+    tools::{Approver, ToolChoice, ToolOutput, Toolbox},
     vocabulary::{CallPurpose, ErrorCode, FinishClass, MessageStatus, ToolCallStatus},
 };
 
@@ -47,6 +47,8 @@ pub struct RunRequest<'a> {
     pub tools: &'a Toolbox,
     /// Whether a stdin-RPC client is there to run `client` tools.
     pub tool_client: bool,
+    /// Who decides the calls of `approval: ask` tools; with none they are not run.
+    pub approver: Option<&'a dyn Approver>,
     /// What the run and the session may spend.
     pub budgets: Budgets,
     /// When the context is compacted before a model call.
@@ -107,6 +109,7 @@ pub struct ActiveRun<'a> {
     settings: ModelSettings,
     tools: &'a Toolbox,
     tool_client: bool,
+    approver: Option<&'a dyn Approver>,
     /// Reply calls this run has made (what max iterations counts).
     calls: u32,
     budgets: Budgets,
@@ -154,6 +157,7 @@ impl<'a> ActiveRun<'a> {
             settings: request.settings,
             tools: request.tools,
             tool_client: request.tool_client,
+            approver: request.approver,
             calls: 0,
             budgets: request.budgets,
             context_policy: request.context_policy,
@@ -241,6 +245,7 @@ impl<'a> ActiveRun<'a> {
     }
 }
 
+mod approval;
 mod compact;
 mod ending;
 mod outcome;

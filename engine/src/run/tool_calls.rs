@@ -12,7 +12,10 @@ use futures::{FutureExt, stream::FuturesUnordered};
 use reel_proto::chat::{ChatToolCallFinished, ChatToolExecutionStarted, ChatToolResultReady};
 use tokio::sync::oneshot;
 
-use super::{ActiveRun, Phase, RequestedTool, RunFailure, RunOutcome, SyncWrapper, ToolDone};
+use super::{
+    ActiveRun, Phase, RequestedTool, RunFailure, RunOutcome, SyncWrapper, ToolDone,
+    approval::Approved,
+};
 use crate::{
     id::new_id,
     session::Session,
@@ -30,8 +33,22 @@ impl Session {
         let rid = Arc::clone(&run.request_id);
         let tools = run.tools;
         let running = FuturesUnordered::new();
-        for call in requested {
-            let execution = tools.execute(&call.name, &call.arguments, run.tool_client);
+        let mut requested = requested.into_iter();
+        while let Some(call) = requested.next() {
+            let mut execution = tools.execute(&call.name, &call.arguments, run.tool_client);
+            if !matches!(execution, Execution::Ready(_)) && tools.asks_approval(&call.name) {
+                match self.approve(run, &call).await {
+                    Approved::Yes => {}
+                    Approved::No(why) => execution = Execution::Ready(ToolOutput::error(why)),
+                    Approved::Cancelled => {
+                        // Nothing more starts: this call and the ones after it are closed as
+                        // the run ends, stopped.
+                        run.call.requested = std::iter::once(call).chain(requested).collect();
+                        run.phase = Phase::Halted(RunOutcome::Stopped);
+                        return;
+                    }
+                }
+            }
             let status = match execution {
                 Execution::Client(_) => ToolCallStatus::AwaitingClient,
                 _ => ToolCallStatus::Executing,

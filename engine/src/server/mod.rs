@@ -40,7 +40,7 @@ use crate::{
     provider::{ModelSettings, Provider},
     run::{ActiveRun, RunEvent, RunFailure, RunOutcome},
     session::Session,
-    tools::Toolbox,
+    tools::{Approver, Toolbox},
     vocabulary::{DoneStatus, DropReason, ErrorCode, QueuedPromptKind},
 };
 
@@ -84,14 +84,19 @@ pub struct ServeConfig<'a> {
     pub system_prompt: Option<String>,
     pub settings: ModelSettings,
     pub tools: &'a Toolbox,
+    /// Who decides the calls of `approval: ask` tools (an editor over ACP); `None`: nobody
+    /// can, and they are not run.
+    pub approver: Option<&'a dyn Approver>,
     pub budgets: Budgets,
     pub context_policy: ContextPolicy,
 }
 
+mod hosting;
 mod request;
 mod request_id;
 mod request_line;
 
+pub use hosting::{OpenedSession, RunSetup};
 pub use request_line::{ParsedLine, parse_line, too_large};
 
 /// Serves `session` until the input ends, a shutdown request, a read failure or `interrupt`.

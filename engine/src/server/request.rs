@@ -214,6 +214,7 @@ impl<'a> Server<'a> {
             provider: self.config.provider,
             tools: self.config.tools,
             tool_client: true,
+            approver: self.config.approver,
             budgets: self.config.budgets,
             context_policy: self.config.context_policy.clone(),
         };

@@ -6,6 +6,7 @@
 //! ([`ToolExecutor::Client`]). The run loop asks the toolbox for an execution per tool call and
 //! records the outcome on the log; the toolbox itself knows nothing of the log.
 
+mod approval;
 mod command;
 mod guard;
 
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
+pub use approval::{AllowedAlways, Approval, ApprovalRequest, Approver};
 pub use command::CommandTool;
 pub use guard::run_tool_guard;
 
@@ -54,6 +56,8 @@ pub enum ToolExecutor {
 pub struct Tool {
     pub definition: ToolDefinition,
     pub executor: ToolExecutor,
+    /// Whether a person decides each call first.
+    pub approval: Approval,
 }
 
 /// What a tool call returned, as the model will read it.
@@ -178,6 +182,26 @@ impl Toolbox {
         self.tools.is_empty()
     }
 
+    /// Whether a call of `name` waits for a person's decision first.
+    pub fn asks_approval(&self, name: &str) -> bool {
+        self.tools
+            .iter()
+            .any(|t| t.definition.name == name && t.approval == Approval::Ask)
+    }
+
+    /// The toolbox with its command tools that name no working directory running in `dir`
+    /// (an editor's project, for a session it opened).
+    pub fn in_dir(mut self, dir: &std::path::Path) -> Self {
+        for tool in &mut self.tools {
+            if let ToolExecutor::Command(command) = &mut tool.executor
+                && command.working_dir.is_none()
+            {
+                command.working_dir = Some(dir.to_path_buf());
+            }
+        }
+        self
+    }
+
     /// How the call of `name` with `arguments` (JSON text) is answered; `has_client` says
     /// whether a stdin-RPC client is there to run client tools.
     pub fn execute(&self, name: &str, arguments: &str, has_client: bool) -> Execution<'_> {
@@ -220,6 +244,7 @@ mod tests {
 
     fn tool(name: &str) -> Tool {
         Tool {
+            approval: Approval::Never,
             definition: ToolDefinition {
                 name: name.into(),
                 description: String::new(),

@@ -1,0 +1,214 @@
+//! A session the agent has loaded: one writer task that answers its requests with the engine's
+//! `serve` (as one `--stdin-rpc` process would), and the sink that turns its outputs into
+//! `session/update` notifications and answers each prompt once its request is done.
+//!
+//! The sink answers the prompt itself, after every notification of the prompt's events: the
+//! client never sees a prompt's answer before its last chunk. `done` comes after the store's
+//! commit, so an answered prompt is on disk.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use agent_client_protocol::{
+    Client, Error,
+    v1::{
+        ConnectionTo, Responder,
+        schema::{PromptResponse, SessionNotification},
+    },
+};
+use reel_engine::{
+    Acks, DoneStatus, Incoming, OpenedSession, OutputBatch, OutputKind, Sink, SinkError, new_id,
+    serve,
+};
+use reel_proto::rpc::{
+    CancelRequest, PROTOCOL_VERSION, RpcRequestLine, SubmitPromptRequest, rpc_request_line::Request,
+};
+use tokio::sync::mpsc;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::{
+    prompt_end::PromptEnd,
+    updates::{Moment, updates_of},
+};
+
+/// Requests queued for one session's writer.
+const REQUEST_QUEUE: usize = 16;
+
+/// The prompts waiting for their request's `done`, by request id.
+#[derive(Default)]
+pub struct Prompts(Mutex<HashMap<String, Responder<PromptResponse>>>);
+
+impl Prompts {
+    fn insert(&self, request_id: String, responder: Responder<PromptResponse>) {
+        self.lock().insert(request_id, responder);
+    }
+
+    fn take(&self, request_id: &str) -> Option<Responder<PromptResponse>> {
+        self.lock().remove(request_id)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Responder<PromptResponse>>> {
+        // A panic while it was held left the map whole (inserts and removals only).
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// One loaded session.
+pub struct Loaded {
+    requests: mpsc::Sender<Incoming>,
+    prompts: Arc<Prompts>,
+}
+
+impl Loaded {
+    /// Starts the writer of `opened`, whose sinks include an [`UpdatesSink`] sharing
+    /// `prompts`. `stop` stops its running prompt (the agent is ending).
+    pub fn start(
+        opened: OpenedSession,
+        prompts: Arc<Prompts>,
+        stop: CancellationToken,
+        writers: &TaskTracker,
+    ) -> Self {
+        let (requests, incoming) = mpsc::channel(REQUEST_QUEUE);
+        writers.spawn(write_session(opened, incoming, stop));
+        Self { requests, prompts }
+    }
+
+    /// Runs `prompt`; `responder` is answered when its run has ended.
+    pub async fn prompt(
+        &self,
+        prompt: String,
+        responder: Responder<PromptResponse>,
+    ) -> Result<(), Error> {
+        let request_id = new_id();
+        self.prompts.insert(request_id.clone(), responder);
+        let submit = Request::Submit(SubmitPromptRequest { prompt });
+        if self.send(&request_id, submit).await.is_err()
+            && let Some(responder) = self.prompts.take(&request_id)
+        {
+            return responder.respond_with_error(ended());
+        }
+        Ok(())
+    }
+
+    /// Stops the running prompt, if one runs (it then answers `cancelled`).
+    pub async fn cancel(&self) {
+        let cancel = Request::Cancel(CancelRequest { clear_queue: true });
+        let _ = self.send(&new_id(), cancel).await;
+    }
+
+    async fn send(&self, request_id: &str, request: Request) -> Result<(), ()> {
+        let line = RpcRequestLine {
+            version: PROTOCOL_VERSION,
+            session_id: String::new(),
+            request_id: request_id.to_owned(),
+            request: Some(request),
+        };
+        self.requests
+            .send(Incoming::Request(line))
+            .await
+            .map_err(|_| ())
+    }
+}
+
+/// The error for a session whose writer has ended (its store failed).
+fn ended() -> Error {
+    Error::new(
+        agent_client_protocol::ErrorCode::INTERNAL_ERROR,
+        "the session has ended (its store failed; see reel's stderr); load it again",
+    )
+}
+
+/// A session's writer: answers its requests until they end or `stop`, then closes its sinks
+/// (the store releases the lease).
+async fn write_session(
+    opened: OpenedSession,
+    incoming: mpsc::Receiver<Incoming>,
+    stop: CancellationToken,
+) {
+    let OpenedSession { mut session, runs } = opened;
+    let none: Arc<str> = Arc::from("");
+    Box::pin(session.close_interrupted_run(&none)).await;
+    let id = session.id().to_owned();
+    let (session, end) = serve(session, runs.serve_config(), incoming, stop).await;
+    for failure in Box::pin(session.close()).await {
+        tracing::error!(
+            "session {id}: output {} failed: {}",
+            failure.sink,
+            failure.message
+        );
+    }
+    tracing::info!("session {id} closed ({end:?})");
+}
+
+/// The sink that tells the client of a session's events and answers its prompts.
+pub struct UpdatesSink {
+    connection: ConnectionTo<Client>,
+    session_id: String,
+    prompts: Arc<Prompts>,
+    /// What each running request's outputs have said of its end.
+    ends: HashMap<Arc<str>, PromptEnd>,
+}
+
+impl UpdatesSink {
+    pub fn new(connection: ConnectionTo<Client>, session_id: &str, prompts: Arc<Prompts>) -> Self {
+        Self {
+            connection,
+            session_id: session_id.to_owned(),
+            prompts,
+            ends: HashMap::new(),
+        }
+    }
+
+    fn end_of(&mut self, request_id: &Arc<str>) -> &mut PromptEnd {
+        self.ends.entry(Arc::clone(request_id)).or_default()
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for UpdatesSink {
+    fn name(&self) -> String {
+        "acp-client".into()
+    }
+
+    async fn run(
+        mut self: Box<Self>,
+        mut input: mpsc::Receiver<OutputBatch>,
+        _acks: Acks,
+    ) -> Result<(), SinkError> {
+        while let Some(batch) = input.recv().await {
+            for output in batch.iter() {
+                match &output.kind {
+                    OutputKind::Event(committed) => {
+                        self.end_of(&output.request_id).observe(&committed.entry);
+                        for update in updates_of(&committed.entry, Moment::Live) {
+                            let notification =
+                                SessionNotification::new(self.session_id.clone(), update);
+                            // A client that has gone misses nothing it could still read.
+                            let _ = self.connection.send_notification(notification);
+                        }
+                    }
+                    OutputKind::Error(error) => {
+                        self.end_of(&output.request_id).observe_error(error);
+                    }
+                    OutputKind::Done(done) => {
+                        let end = self.ends.remove(&output.request_id).unwrap_or_default();
+                        let Some(responder) = self.prompts.take(&output.request_id) else {
+                            continue;
+                        };
+                        let status = DoneStatus::parse(&done.status).unwrap_or(DoneStatus::Failed);
+                        let _ = match end.answer(status) {
+                            Ok(answer) => responder.respond(answer),
+                            Err(error) => responder.respond_with_error(error),
+                        };
+                    }
+                    OutputKind::Hello(_) | OutputKind::Snapshot(_) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,36 @@
+//! Where the agent gets its sessions: the binary knows command files, providers and databases;
+//! the agent only drives what it is handed.
+
+use std::path::Path;
+
+use reel_engine::{OpenedSession, SessionCatalog, Sink};
+
+/// Why a session could not be created, opened or read.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    #[error("{0}")]
+    NotFound(String),
+    /// Another process writes the session.
+    #[error("{0}")]
+    Busy(String),
+    /// The database or the command failed; the message says which and what to do.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The sessions an agent runs.
+#[async_trait::async_trait]
+pub trait AgentSessions: Send + Sync + 'static {
+    /// Stores a new session `id` whose command tools run in `cwd` (recorded on its log, so a
+    /// later load runs them there too).
+    async fn create(&self, id: &str, cwd: &Path) -> Result<(), SessionsError>;
+
+    /// Opens the stored session `id` for writing, with `updates` among its sinks.
+    async fn open(&self, id: &str, updates: Box<dyn Sink>) -> Result<OpenedSession, SessionsError>;
+
+    /// A reading connection to the sessions' store: their list and their logs.
+    async fn catalog(&self) -> Result<Box<dyn SessionCatalog>, SessionsError>;
+
+    /// The working directory session `id` was created with, if it recorded one.
+    async fn cwd(&self, id: &str) -> Result<Option<std::path::PathBuf>, SessionsError>;
+}

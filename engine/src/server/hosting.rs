@@ -1,0 +1,47 @@
+//! What a host of sessions (`reel serve`, `reel acp`) is handed for each session it loads: the
+//! session, opened for writing, and what every run of it is made with.
+
+use crate::{
+    budget::Budgets,
+    compaction::ContextPolicy,
+    provider::{ModelSettings, Provider},
+    session::Session,
+    tools::{Approver, Toolbox},
+};
+
+use super::ServeConfig;
+
+/// What every run of a hosted session is made with (its command file, prepared).
+pub struct RunSetup {
+    pub provider: Box<dyn Provider>,
+    pub system_prompt: Option<String>,
+    pub settings: ModelSettings,
+    pub tools: Toolbox,
+    /// Who decides the calls of `approval: ask` tools; `None` where nobody can.
+    pub approver: Option<Box<dyn Approver>>,
+    pub budgets: Budgets,
+    pub context_policy: ContextPolicy,
+}
+
+impl RunSetup {
+    /// The configuration [`super::serve`] answers a stored session's requests with: its id is
+    /// the store's, so requests may not rename it.
+    pub fn serve_config(&self) -> ServeConfig<'_> {
+        ServeConfig {
+            id_fixed: true,
+            provider: self.provider.as_ref(),
+            system_prompt: self.system_prompt.clone(),
+            settings: self.settings.clone(),
+            tools: &self.tools,
+            approver: self.approver.as_deref(),
+            budgets: self.budgets,
+            context_policy: self.context_policy.clone(),
+        }
+    }
+}
+
+/// A session opened for writing (its lease taken, its sinks attached) and how its runs go.
+pub struct OpenedSession {
+    pub session: Session,
+    pub runs: RunSetup,
+}

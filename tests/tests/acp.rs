@@ -1,0 +1,340 @@
+//! `reel acp` driven by a real editor-side client: the official ACP TypeScript SDK
+//! (tests/node/acp_client.mjs) over stdio, against the real binary and a real SQLite file.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    path::Path,
+    process::{Command, Stdio},
+};
+
+use reel_proto::Any;
+use reel_tests::{
+    TimelineDb,
+    acp_client::{acp_session, chunk_text, step_results, update_kinds, updates},
+    reel_binary,
+};
+use serde_json::{Value, json};
+
+/// The model's turns: a call of the tool, the answer, then a long reply (to be cancelled).
+const SCRIPT: &str = r#"turns:
+  - - text: "Let me check."
+    - tool_call: {id: call_1, name: where_am_i, arguments: {detail: full}}
+  - - text: "You are in the project."
+  - - repeat: {times: 500, steps: [{text: "tick "}, {sleep_ms: 20}]}
+"#;
+
+/// Two tool loops, one after the other.
+const TWICE: &str = r#"turns:
+  - - tool_call: {id: call_1, name: where_am_i, arguments: {}}
+  - - text: "First."
+  - - tool_call: {id: call_2, name: where_am_i, arguments: {}}
+  - - text: "Second."
+"#;
+
+/// A folder with the command file (its tool asks for approval and prints where it runs), the
+/// database, and the project folder an editor opens.
+fn fixture(script: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("script.yaml"), script).unwrap();
+    std::fs::create_dir(dir.path().join("project")).unwrap();
+    std::fs::write(
+        dir.path().join("agent.yaml"),
+        format!(
+            r#"name: agent
+description: an editor's agent
+prompt: unused
+provider:
+  script: {}
+tools:
+  - name: where_am_i
+    description: Says where it runs.
+    executor:
+      command: [sh, -c, "cat > /dev/null; echo ran in $(pwd)"]
+    approval: ask
+"#,
+            dir.path().join("script.yaml").display()
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn args(dir: &Path) -> Vec<String> {
+    vec![
+        dir.join("agent.yaml").display().to_string(),
+        "--timeline-db".into(),
+        dir.join("t.db").display().to_string(),
+    ]
+}
+
+fn run(scenario: Value, dir: &Path) -> Value {
+    let args = args(dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let report = acp_session(&scenario, &args);
+    assert_eq!(report["exit"]["code"], 0, "reel acp exits 0: {report}");
+    report
+}
+
+fn events(dir: &Path, session_id: &str) -> Vec<Any> {
+    let mut db = TimelineDb::open(&dir.join("t.db"));
+    db.events(session_id).into_iter().map(|e| e.event).collect()
+}
+
+#[test]
+fn an_editor_prompts_approves_cancels_and_loads_the_session_after_a_restart() {
+    let dir = fixture(SCRIPT);
+    let project = dir.path().join("project");
+    let cwd = project.display().to_string();
+    let first = run(
+        json!({"permission": "allow_once", "steps": [
+            {"do": "new", "cwd": cwd},
+            {"do": "prompt", "text": "where?"},
+            {"do": "prompt_and_cancel", "text": "and now?", "afterChunks": 5},
+        ]}),
+        dir.path(),
+    );
+    let results = step_results(&first);
+    let id = results[0]["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        results[1]["result"]["stopReason"], "end_turn",
+        "{results:?}"
+    );
+    assert_eq!(
+        results[2]["result"]["stopReason"], "cancelled",
+        "{results:?}"
+    );
+
+    // The tool asked first, with reel's three options, and ran in the editor's folder.
+    let permissions = first["permissions"].as_array().unwrap();
+    assert_eq!(permissions.len(), 1, "{permissions:?}");
+    let asked = &permissions[0]["request"];
+    assert_eq!(asked["toolCall"]["toolCallId"], "call_1");
+    let kinds: Vec<&str> = asked["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+    let ran = format!("ran in {}", project.canonicalize().unwrap().display());
+    let result_shown = updates(&first).iter().any(|u| {
+        u["update"]["toolCallId"] == "call_1"
+            && u["update"]["content"][0]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.trim() == ran)
+    });
+    assert!(
+        result_shown,
+        "the tool's output reaches the editor: {first}"
+    );
+    let live_text = chunk_text(&first, "agent_message_chunk");
+    assert!(live_text.starts_with("Let me check.You are in the project.tick "));
+    assert!(!update_kinds(&first).contains(&"user_message_chunk".to_owned()));
+
+    // The log holds the question, the answer, the directory, and the stopped run.
+    let log = events(dir.path(), &id);
+    match &log[0] {
+        Any::ChatSessionConfigured(configured) => assert_eq!(configured.cwd, cwd),
+        other => panic!("the first event is {}", other.type_name()),
+    }
+    let asked_at = log
+        .iter()
+        .position(|e| matches!(e, Any::ChatToolApprovalRequested(_)))
+        .expect("the approval request is on the log");
+    match &log[asked_at + 1] {
+        Any::ChatToolApprovalDecided(decided) => assert_eq!(decided.decision, "allowed"),
+        other => panic!("after the request comes {}", other.type_name()),
+    }
+    assert!(matches!(log.last(), Some(Any::ChatRunStopped(_))));
+
+    // A new process loads it: the whole history comes back, then it goes on.
+    let second = run(
+        json!({"permission": "allow_once", "steps": [
+            {"do": "load", "sessionId": id, "cwd": cwd},
+            {"do": "prompt", "text": "once more"},
+        ]}),
+        dir.path(),
+    );
+    let results = step_results(&second);
+    assert_eq!(results[0]["result"], json!({}), "{results:?}");
+    assert_eq!(chunk_text(&second, "user_message_chunk"), "where?and now?");
+    let replayed = chunk_text(&second, "agent_message_chunk");
+    assert!(
+        replayed.starts_with(&live_text),
+        "the replay holds every chunk the editor saw live"
+    );
+    let finished = updates(&second)
+        .iter()
+        .any(|u| u["update"]["toolCallId"] == "call_1" && u["update"]["status"] == "completed");
+    assert!(finished, "the replayed tool call ends completed");
+    assert_eq!(
+        results[1]["result"]["stopReason"], "end_turn",
+        "{results:?}"
+    );
+    assert_eq!(second["permissions"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_rejected_call_is_not_run_and_allow_always_is_remembered() {
+    let dir = fixture(TWICE);
+    let cwd = dir.path().join("project").display().to_string();
+    let rejected = run(
+        json!({"permission": "reject_once", "steps": [
+            {"do": "new", "cwd": cwd},
+            {"do": "prompt", "text": "where?"},
+        ]}),
+        dir.path(),
+    );
+    let results = step_results(&rejected);
+    assert_eq!(results[1]["result"]["stopReason"], "end_turn");
+    let failed = updates(&rejected)
+        .iter()
+        .any(|u| u["update"]["toolCallId"] == "call_1" && u["update"]["status"] == "failed");
+    assert!(failed, "a rejected call fails: {rejected}");
+    let id = results[0]["result"]["sessionId"].as_str().unwrap();
+    let never_ran = events(dir.path(), id).iter().all(|e| match e {
+        Any::ChatToolResultReady(ready) => ready.result.contains("declined"),
+        _ => true,
+    });
+    assert!(never_ran, "the model reads that the person declined");
+
+    let always = run(
+        json!({"permission": "allow_always", "steps": [
+            {"do": "new", "cwd": cwd},
+            {"do": "prompt", "text": "where?"},
+            {"do": "prompt", "text": "and again?"},
+        ]}),
+        dir.path(),
+    );
+    assert_eq!(always["permissions"].as_array().unwrap().len(), 1);
+    let id = step_results(&always)[0]["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let decisions: Vec<(String, bool, bool)> = events(dir.path(), &id)
+        .into_iter()
+        .filter_map(|e| match e {
+            Any::ChatToolApprovalDecided(d) => Some((d.decision, d.always, d.remembered)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("allowed".into(), true, false),
+            ("allowed".into(), true, true)
+        ]
+    );
+    assert_eq!(chunk_text(&always, "agent_message_chunk"), "First.Second.");
+}
+
+#[test]
+fn sessions_of_run_command_are_listed_and_load_in_an_editor() {
+    let dir = fixture(SCRIPT);
+    let db = dir.path().join("t.db");
+    let made = Command::new(reel_binary())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "run-command",
+            "../examples/weather-tool.yaml",
+            "--session-id",
+            "made",
+        ])
+        .arg("--timeline-db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let report = run(
+        json!({"steps": [
+            {"do": "list"},
+            {"do": "load", "sessionId": "made", "cwd": "/"},
+        ]}),
+        dir.path(),
+    );
+    let results = step_results(&report);
+    let listed = &results[0]["result"]["sessions"];
+    assert_eq!(listed[0]["sessionId"], "made", "{listed}");
+    assert_eq!(listed[0]["title"], "What is the weather in Paris?");
+    assert!(listed[0]["updatedAt"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(
+        chunk_text(&report, "user_message_chunk"),
+        "What is the weather in Paris?"
+    );
+    assert_eq!(
+        chunk_text(&report, "agent_message_chunk"),
+        "Let me check the forecast.It is sunny in Paris, 21 °C."
+    );
+    assert_eq!(
+        chunk_text(&report, "agent_thought_chunk"),
+        "I should look this up."
+    );
+}
+
+/// Sends `line`, and returns the agent's answer to request `id` (skipping notifications).
+fn exchange(
+    stdin: &mut impl Write,
+    stdout: &mut impl BufRead,
+    line: &str,
+    id: Option<u64>,
+) -> Value {
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    loop {
+        let mut answer = String::new();
+        assert!(
+            stdout.read_line(&mut answer).unwrap() > 0,
+            "the agent ended"
+        );
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        if answer["id"] == json!(id) {
+            return answer;
+        }
+    }
+}
+
+#[test]
+fn malformed_json_rpc_gets_json_rpc_errors_and_the_agent_goes_on() {
+    let dir = fixture(SCRIPT);
+    let mut child = Command::new(reel_binary())
+        .arg("acp")
+        .args(args(dir.path()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |line: &str, id: Option<u64>| exchange(&mut stdin, &mut stdout, line, id);
+    let init = send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
+        Some(1),
+    );
+    assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true);
+    assert_eq!(send("{not json", None)["error"]["code"], -32700);
+    let unknown = r#"{"jsonrpc":"2.0","id":2,"method":"no/such","params":{}}"#;
+    assert_eq!(send(unknown, Some(2))["error"]["code"], -32601);
+    let unloaded = r#"{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"hi"}]}}"#;
+    assert_eq!(send(unloaded, Some(3))["error"]["code"], -32002);
+    let relative = r#"{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":"relative","mcpServers":[]}}"#;
+    assert_eq!(send(relative, Some(4))["error"]["code"], -32602);
+    let missing = r#"{"jsonrpc":"2.0","id":5,"method":"session/load","params":{"sessionId":"nope","cwd":"/","mcpServers":[]}}"#;
+    assert_eq!(send(missing, Some(5))["error"]["code"], -32002);
+    let new =
+        r#"{"jsonrpc":"2.0","id":6,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}"#;
+    let id = send(new, Some(6))["result"]["sessionId"].clone();
+    let image = json!({"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId": id,
+        "prompt":[{"type":"image","data":"AA==","mimeType":"image/png"}]}});
+    assert_eq!(send(&image.to_string(), Some(7))["error"]["code"], -32602);
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}
