@@ -89,3 +89,32 @@ pub fn chunk_text(report: &Value, kind: &str) -> String {
         .map(|u| u["update"]["content"]["text"].as_str().unwrap_or_default())
         .collect()
 }
+
+/// The Python SDK's version the second client runs on.
+const PYTHON_SDK: &str = "agent-client-protocol==0.12.1";
+
+/// Runs `tests/python/acp_client.py` (the official Python SDK; its virtualenv is built once in
+/// the target folder) against `reel acp` with `args`, its sessions in `cwd`; returns its report.
+pub fn python_acp_session(cwd: &Path, args: &[&str]) -> Value {
+    let venv = crate::virtualenv::target_dir().join("venv-acp");
+    let python = crate::virtualenv::build(&venv, &[&[PYTHON_SDK]])
+        .unwrap_or_else(|e| panic!("cannot build the ACP client's virtualenv: {e}"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/acp_client.py");
+    let output = Command::new(python)
+        .arg(script)
+        .arg(cwd)
+        .arg(crate::reel_binary())
+        .arg("acp")
+        .args(args)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the Python ACP client failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the Python client's report is not JSON ({e}):\n{stdout}"))
+}

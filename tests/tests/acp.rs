@@ -10,7 +10,9 @@ use std::{
 use reel_proto::Any;
 use reel_tests::{
     TimelineDb,
-    acp_client::{acp_session, chunk_text, step_results, update_kinds, updates},
+    acp_client::{
+        acp_session, chunk_text, python_acp_session, step_results, update_kinds, updates,
+    },
     reel_binary,
 };
 use serde_json::{Value, json};
@@ -337,4 +339,39 @@ fn malformed_json_rpc_gets_json_rpc_errors_and_the_agent_goes_on() {
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
+}
+
+#[test]
+fn the_python_sdk_client_prompts_and_loads_the_session() {
+    let dir = fixture(SCRIPT);
+    let project = dir.path().join("project");
+    let args = args(dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let report = python_acp_session(&project, &args);
+    assert_eq!(report["protocolVersion"], 1);
+    assert_eq!(report["loadSession"], true);
+    assert_eq!(report["stopReason"], "end_turn", "{report}");
+    assert_eq!(
+        report["permissions"],
+        json!([["allow_once", "allow_always", "reject_once"]])
+    );
+    let text = |updates: &Value, kind: &str| -> String {
+        updates
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|u| u["sessionUpdate"] == kind)
+            .map(|u| u["content"]["text"].as_str().unwrap())
+            .collect()
+    };
+    let live = text(&report["live"], "agent_message_chunk");
+    assert_eq!(live, "Let me check.You are in the project.");
+    assert_eq!(text(&report["replayed"], "agent_message_chunk"), live);
+    assert_eq!(text(&report["replayed"], "user_message_chunk"), "where?");
+    let completed = report["replayed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|u| u["toolCallId"] == "call_1" && u["status"] == "completed");
+    assert!(completed, "{report}");
 }

@@ -11,7 +11,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use reel_tests::{RpcClient, assert_request_scoped, repo_root, write_file};
+use reel_tests::{
+    RpcClient,
+    acp_client::{acp_session, chunk_text, step_results},
+    assert_request_scoped, repo_root, write_file,
+};
 
 /// The llama.cpp server, stopped when dropped.
 struct LocalModel {
@@ -207,5 +211,41 @@ fn forced_tool_call(flags: &[&str]) {
     assert!(
         ["finished", "max_iterations_reached"].contains(&run[0]["status"].as_str().unwrap()),
         "{run:?}"
+    );
+}
+
+#[test]
+fn an_editor_prompt_over_acp_is_answered_by_a_real_model() {
+    let Some(model) = LocalModel::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let command = write_file(
+        dir.path(),
+        "cmd.yaml",
+        "name: chat\ndescription: chat\nsystem_prompt: You are a helpful assistant. Answer briefly.\nprompt: unused\nprovider:\n  name: openai\n  model: smollm2\n  temperature: 0\n  max_tokens: 32\n  timeout_ms: 60000\n",
+    );
+    let base_url = format!("http://127.0.0.1:{}/v1", model.port);
+    let db = dir.path().join("t.db").display().to_string();
+    let cwd = dir.path().display().to_string();
+    let report = acp_session(
+        &serde_json::json!({"steps": [
+            {"do": "new", "cwd": cwd},
+            {"do": "prompt", "text": "What is the capital of France?"},
+        ]}),
+        &[&command, "--timeline-db", &db, "--base-url", &base_url],
+    );
+    let answer = &step_results(&report)[1]["result"];
+    // 32 tokens may end the reply before the model does.
+    let stop = answer["stopReason"].as_str().unwrap_or_default();
+    assert!(["end_turn", "max_tokens"].contains(&stop), "{report}");
+    assert!(
+        answer["usage"]["inputTokens"].as_u64().unwrap() > 0,
+        "{answer}"
+    );
+    let text = chunk_text(&report, "agent_message_chunk");
+    assert!(
+        !text.trim().is_empty(),
+        "the model's reply streamed: {report}"
     );
 }
