@@ -20,7 +20,7 @@ use agent_client_protocol::{
         schema::{
             AgentCapabilities, CancelNotification, Implementation, InitializeRequest,
             InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
-            LoadSessionResponse, McpServer, NewSessionRequest, NewSessionResponse,
+            LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse,
             PromptCapabilities, PromptRequest, PromptResponse, SessionCapabilities, SessionInfo,
             SessionListCapabilities, SessionNotification,
         },
@@ -32,6 +32,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use crate::{
     approver::ClientApprover,
     loaded::{Loaded, Prompts, UpdatesSink},
+    mcp_servers,
     prompt_text::prompt_text,
     sessions::{AgentSessions, SessionsError},
     updates::{Moment, updates_of},
@@ -133,6 +134,7 @@ fn initialize(request: &InitializeRequest) -> InitializeResponse {
     let capabilities = AgentCapabilities::new()
         .load_session(true)
         .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+        .mcp_capabilities(McpCapabilities::new().http(true))
         .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()));
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(capabilities)
@@ -157,20 +159,26 @@ impl State {
         cx: ConnectionTo<Client>,
     ) -> Result<NewSessionResponse, Error> {
         absolute(&request.cwd)?;
-        mcp_not_yet(&request.mcp_servers);
         let id = new_id();
         self.sessions
             .create(&id, &request.cwd)
             .await
             .map_err(acp_error)?;
-        self.open(&id, cx, false).await?;
+        self.open(&id, cx, &request.mcp_servers, false).await?;
         tracing::info!("acp: session {id} created in {}", request.cwd.display());
         Ok(NewSessionResponse::new(id))
     }
 
-    /// Opens stored session `id` with its updates going to `cx`; with `replay`, sends its
-    /// whole history first (before its writer starts: nothing new can come between).
-    async fn open(&self, id: &str, cx: ConnectionTo<Client>, replay: bool) -> Result<(), Error> {
+    /// Opens stored session `id` with its updates going to `cx`, connected to the editor's MCP
+    /// `servers` too; with `replay`, sends its whole history first (before its writer starts:
+    /// nothing new can come between).
+    async fn open(
+        &self,
+        id: &str,
+        cx: ConnectionTo<Client>,
+        servers: &[McpServer],
+        replay: bool,
+    ) -> Result<(), Error> {
         if self.loaded(id).is_some() {
             return Err(Error::new(
                 ErrorCode::INVALID_REQUEST,
@@ -181,7 +189,7 @@ impl State {
         let sink = UpdatesSink::new(cx.clone(), id, Arc::clone(&prompts));
         let mut opened = self
             .sessions
-            .open(id, Box::new(sink))
+            .open(id, Box::new(sink), &mcp_servers::configs(servers))
             .await
             .map_err(acp_error)?;
         opened.runs.approver = Some(Box::new(ClientApprover::new(cx.clone(), id)));
@@ -199,8 +207,8 @@ impl State {
         request: LoadSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> Result<LoadSessionResponse, Error> {
-        mcp_not_yet(&request.mcp_servers);
-        self.open(&request.session_id.0, cx, true).await?;
+        self.open(&request.session_id.0, cx, &request.mcp_servers, true)
+            .await?;
         Ok(LoadSessionResponse::new())
     }
 
@@ -294,16 +302,6 @@ fn absolute(cwd: &Path) -> Result<(), Error> {
         "cwd must be an absolute path, not {}",
         cwd.display()
     ))))
-}
-
-/// MCP servers are not taken yet: said on stderr, so the user knows their tools are missing.
-fn mcp_not_yet(servers: &[McpServer]) {
-    if !servers.is_empty() {
-        tracing::warn!(
-            "acp: the client passed {} MCP server(s); reel does not connect to MCP servers yet, their tools are not offered",
-            servers.len()
-        );
-    }
 }
 
 fn not_loaded(id: &str) -> Error {

@@ -9,6 +9,7 @@
 mod agent;
 mod approver;
 mod loaded;
+mod mcp_servers;
 mod prompt_end;
 mod prompt_text;
 mod sessions;

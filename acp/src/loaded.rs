@@ -129,9 +129,9 @@ async fn write_session(
     incoming: mpsc::Receiver<Incoming>,
     stop: CancellationToken,
 ) {
-    let OpenedSession { mut session, runs } = opened;
-    let none: Arc<str> = Arc::from("");
-    Box::pin(session.close_interrupted_run(&none)).await;
+    let mut opened = opened;
+    Box::pin(opened.ready()).await;
+    let OpenedSession { session, runs } = opened;
     let id = session.id().to_owned();
     let (session, end) = serve(session, runs.serve_config(), incoming, stop).await;
     for failure in Box::pin(session.close()).await {

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use reel_engine::{OpenedSession, SessionCatalog, Sink};
+use reel_mcp::McpServerConfig;
 
 /// Why a session could not be created, opened or read.
 #[derive(Debug, thiserror::Error)]
@@ -25,8 +26,14 @@ pub trait AgentSessions: Send + Sync + 'static {
     /// later load runs them there too).
     async fn create(&self, id: &str, cwd: &Path) -> Result<(), SessionsError>;
 
-    /// Opens the stored session `id` for writing, with `updates` among its sinks.
-    async fn open(&self, id: &str, updates: Box<dyn Sink>) -> Result<OpenedSession, SessionsError>;
+    /// Opens the stored session `id` for writing, with `updates` among its sinks, connected to
+    /// the MCP servers of its command and to `servers` (the editor's).
+    async fn open(
+        &self,
+        id: &str,
+        updates: Box<dyn Sink>,
+        servers: &[McpServerConfig],
+    ) -> Result<OpenedSession, SessionsError>;
 
     /// A reading connection to the sessions' store: their list and their logs.
     async fn catalog(&self) -> Result<Box<dyn SessionCatalog>, SessionsError>;

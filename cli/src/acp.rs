@@ -14,6 +14,7 @@ use anyhow::Context;
 use clap::Parser;
 use reel_acp::{AgentSessions, SessionsError, Stdio, run_agent};
 use reel_engine::{OpenedSession, SessionCatalog, Sink, error_chain};
+use reel_mcp::McpServerConfig;
 use reel_server::{SessionConfig, SessionSource, SourceError};
 use tokio_util::sync::CancellationToken;
 
@@ -130,7 +131,12 @@ impl AgentSessions for AcpSessions {
             .map_err(sessions_error)
     }
 
-    async fn open(&self, id: &str, updates: Box<dyn Sink>) -> Result<OpenedSession, SessionsError> {
+    async fn open(
+        &self,
+        id: &str,
+        updates: Box<dyn Sink>,
+        servers: &[McpServerConfig],
+    ) -> Result<OpenedSession, SessionsError> {
         let mut catalog = self.catalog().await?;
         let stored = catalog
             .summary(id)
@@ -141,7 +147,10 @@ impl AgentSessions for AcpSessions {
                 "there is no session {id:?} in the timeline database"
             )));
         }
-        self.0.open_with(id, updates).await.map_err(sessions_error)
+        self.0
+            .open_with(id, updates, servers)
+            .await
+            .map_err(sessions_error)
     }
 
     async fn catalog(&self) -> Result<Box<dyn SessionCatalog>, SessionsError> {

@@ -42,6 +42,13 @@
 //!   - name: ask_user
 //!     description: Asks the person at the client.
 //!     executor: client                     # answered by the stdin-RPC client
+//! mcp_servers:                             # optional: MCP servers whose tools join (SERVER__TOOL)
+//!   - name: files
+//!     command: [npx, -y, "@modelcontextprotocol/server-filesystem", "."]   # over stdio
+//!     env: {LOG_LEVEL: warn}               # optional
+//!   - name: search
+//!     url: http://127.0.0.1:8931/mcp       # over streamable HTTP
+//!     headers: {Authorization: Bearer x}   # optional
 //! max_iterations: 10                       # model calls per run (--max-iterations)
 //! tool_choice: auto                        # or required: a run's first model call must call a tool
 //! context:                                 # optional: keeping long sessions in the window
@@ -118,6 +125,9 @@ pub struct CommandFile {
     pub provider: ProviderDefaults,
     #[serde(default)]
     pub tools: Vec<ToolDeclaration>,
+    /// MCP servers whose tools join the toolbox, started once per session.
+    #[serde(default)]
+    pub mcp_servers: Vec<reel_mcp::McpServerConfig>,
     /// Model calls one run may make (each tool round is one more).
     #[serde(default)]
     pub max_iterations: Option<u32>,

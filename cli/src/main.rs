@@ -16,6 +16,7 @@ mod serve;
 mod signals;
 mod stdin_rpc;
 mod template;
+mod tool_servers;
 mod toolbox;
 mod verify;
 
@@ -40,7 +41,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_env_filter(
             EnvFilter::try_from_env("REEL_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("info,sqlx=error")),
+                .unwrap_or_else(|_| EnvFilter::new("info,sqlx=error,rmcp=warn")),
         )
         .with_target(false)
         .without_time()

@@ -25,6 +25,8 @@ pub struct Prepared {
     pub reads: Vec<InUse>,
     pub budgets: Budgets,
     pub context_policy: ContextPolicy,
+    /// The command's MCP servers, started with the session (see [`crate::tool_servers`]).
+    pub mcp_servers: Vec<reel_mcp::McpServerConfig>,
 }
 
 /// How the HTTP provider the flags and the command file describe is reached. The API key is
@@ -197,6 +199,11 @@ pub fn prepare(invocation: &Invocation) -> anyhow::Result<Prepared> {
         .map(|text| crate::template::render(text, &invocation.variables))
         .transpose()
         .context("system_prompt")?;
+    for server in &command.mcp_servers {
+        server
+            .check()
+            .map_err(|e| anyhow::anyhow!("mcp_servers: {e}"))?;
+    }
     Ok(Prepared {
         prompt,
         system_prompt,
@@ -206,6 +213,7 @@ pub fn prepare(invocation: &Invocation) -> anyhow::Result<Prepared> {
         reads,
         budgets: budgets(args, command.budget, settings_pricing)?,
         context_policy,
+        mcp_servers: command.mcp_servers.clone(),
     })
 }
 

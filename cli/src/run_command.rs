@@ -201,6 +201,10 @@ async fn one_shot(
     let rid: Arc<str> = Arc::from("");
     session.emit_snapshot(&rid).await;
     session.close_interrupted_run(&rid).await;
+    let mut prepared = prepared;
+    if let Err(error) = start_tool_servers(&mut session, &mut prepared).await {
+        return setup_failed(session, &error).await;
+    }
     if let Some(exceeded) = prepared.budgets.check_session(session.usage()) {
         let message = exceeded.to_string();
         tracing::error!("{message}");
@@ -271,6 +275,30 @@ async fn one_shot(
     (session, ending)
 }
 
+/// Starts the command's MCP servers: their tools join `prepared.tools`, and the event that
+/// lists them goes on the log.
+async fn start_tool_servers(session: &mut Session, prepared: &mut Prepared) -> anyhow::Result<()> {
+    let tools = std::mem::replace(&mut prepared.tools, reel_engine::NO_TOOLS.clone());
+    let (tools, listed) = crate::tool_servers::connect(tools, &prepared.mcp_servers, None).await?;
+    prepared.tools = tools;
+    if let Some(listed) = listed {
+        session.append(&Arc::from(""), listed).await;
+    }
+    Ok(())
+}
+
+/// Ends a session whose setup failed after it opened: a terminal error and done `failed`.
+async fn setup_failed(mut session: Session, error: &anyhow::Error) -> (Session, Ending) {
+    let none: Arc<str> = Arc::from("");
+    let message = error_chain(error.as_ref());
+    tracing::error!("{message}");
+    session
+        .emit_error(&none, ErrorCode::RunnerInitFailed, &message, true)
+        .await;
+    session.emit_done(&none, DoneStatus::Failed).await;
+    (session, Ending::Failed)
+}
+
 /// Serves requests from stdin until it ends, a shutdown request or a signal. `id_fixed`: the
 /// session id was set before the first request (a stored session); `resumed`: the session has
 /// a history, shown whole in a snapshot before the first request.
@@ -283,6 +311,10 @@ async fn serve_stdin(
 ) -> (Session, Ending) {
     let none: Arc<str> = Arc::from("");
     session.close_interrupted_run(&none).await;
+    let mut prepared = prepared;
+    if let Err(error) = start_tool_servers(&mut session, &mut prepared).await {
+        return setup_failed(session, &error).await;
+    }
     if resumed {
         // A resumed session's first snapshot shows its whole timeline, before any request.
         session.emit_snapshot(&none).await;

@@ -82,7 +82,8 @@ pub use stored_stream::{StoredStream, send_stored};
 pub use timeline::{OpenRun, QueuedPrompt, TimelineProjection};
 pub use tools::{
     Approval, ApprovalRequest, Approver, CommandTool, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool,
-    ToolChoice, ToolDefinition, ToolExecutor, ToolOutput, Toolbox, ToolboxError, run_tool_guard,
+    ToolChoice, ToolDefinition, ToolExecutor, ToolOutput, ToolService, Toolbox, ToolboxError,
+    run_tool_guard,
 };
 pub use usage::{Pricing, UsageProjection, add_usage, cached_tokens, input_tokens};
 pub use vocabulary::{

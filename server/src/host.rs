@@ -308,11 +308,11 @@ async fn write_session(
     incoming: mpsc::Receiver<Incoming>,
     stop: CancellationToken,
 ) {
-    let OpenedSession { mut session, runs } = opened;
-    let none: Arc<str> = Arc::from("");
+    let mut opened = opened;
     // Boxed, as the engine's request handling is: the future of a session that sits idle
     // keeps only what it holds, not room for the largest thing it ever awaits.
-    Box::pin(session.close_interrupted_run(&none)).await;
+    Box::pin(opened.ready()).await;
+    let OpenedSession { session, runs } = opened;
     let id = session.id().to_owned();
     let config = runs.serve_config();
     let (session, end) = serve(session, config, incoming, stop).await;

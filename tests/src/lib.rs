@@ -12,6 +12,7 @@ use std::{
 
 pub mod acp_client;
 mod local_llm;
+pub mod mcp_server;
 mod peak_rss;
 mod pg_schema;
 mod rpc_client;
@@ -293,7 +294,7 @@ mod tests {
         let root = super::repo_root();
         let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
         assert!(readme.contains(
-            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine\n                        -> server  -> engine\n                        -> acp     -> engine\n                        -> allocator"
+            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine\n                        -> server  -> engine\n                        -> acp     -> mcp     -> engine\n                        -> mcp     -> engine\n                        -> allocator"
         ));
         let expected: &[(&str, &[&str])] = &[
             (
@@ -302,6 +303,7 @@ mod tests {
                     "reel-acp",
                     "reel-allocator",
                     "reel-engine",
+                    "reel-mcp",
                     "reel-proto",
                     "reel-server",
                     "reel-sinks",
@@ -309,7 +311,8 @@ mod tests {
                 ],
             ),
             ("server", &["reel-engine", "reel-proto"]),
-            ("acp", &["reel-engine", "reel-proto"]),
+            ("acp", &["reel-engine", "reel-mcp", "reel-proto"]),
+            ("mcp", &["reel-engine", "reel-proto"]),
             ("allocator", &[]),
             ("sinks", &["reel-engine", "reel-proto"]),
             ("storage", &["reel-engine", "reel-proto"]),

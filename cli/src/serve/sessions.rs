@@ -25,7 +25,9 @@ use crate::{
     outputs,
     persistence::{self, Stores},
     prepare::prepare,
+    tool_servers,
 };
+use reel_mcp::McpServerConfig;
 
 /// Sessions kept in one timeline database, each running one of the server's command files.
 pub(crate) struct CommandSessions {
@@ -251,11 +253,13 @@ impl CommandSessions {
         created
     }
 
-    /// Opens the stored session `id` for writing, with `frames` among its sinks.
+    /// Opens the stored session `id` for writing, with `frames` among its sinks, connected to
+    /// its command's MCP servers and to `more_servers` (an editor's).
     pub(crate) async fn open_with(
         &self,
         id: &str,
         frames: Box<dyn Sink>,
+        more_servers: &[McpServerConfig],
     ) -> Result<OpenedSession, SourceError> {
         let mut store = self.beside(Connection::Writing).await?;
         let recorded = commands::recorded(&mut store, id).await?;
@@ -274,18 +278,28 @@ impl CommandSessions {
         let mut fanout = Fanout::new();
         fanout.attach(frames);
         let session = persistence::session_of(opened, fanout);
+        let tools = match &recorded.cwd {
+            Some(cwd) => prepared.tools.in_dir(cwd),
+            None => prepared.tools,
+        };
+        let servers: Vec<McpServerConfig> = prepared
+            .mcp_servers
+            .into_iter()
+            .chain(more_servers.iter().cloned())
+            .collect();
+        let (tools, listed) = tool_servers::connect(tools, &servers, recorded.cwd.as_deref())
+            .await
+            .map_err(anyhow_failed)?;
         let runs = RunSetup {
             // The agent (reel acp) sets its own; a served session cannot ask anyone.
             approver: None,
             provider: prepared.provider,
             system_prompt: prepared.system_prompt,
             settings: prepared.settings,
-            tools: match &recorded.cwd {
-                Some(cwd) => prepared.tools.in_dir(cwd),
-                None => prepared.tools,
-            },
+            tools,
             budgets: prepared.budgets,
             context_policy: prepared.context_policy,
+            announcements: listed.into_iter().collect(),
         };
         Ok(OpenedSession { session, runs })
     }
@@ -322,7 +336,7 @@ impl SessionSource for CommandSessions {
     }
 
     async fn open(&self, id: &str, frames: Box<dyn Sink>) -> Result<OpenedSession, SourceError> {
-        self.open_with(id, frames).await
+        self.open_with(id, frames, &[]).await
     }
 
     async fn export(

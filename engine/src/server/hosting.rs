@@ -1,6 +1,10 @@
 //! What a host of sessions (`reel serve`, `reel acp`) is handed for each session it loads: the
 //! session, opened for writing, and what every run of it is made with.
 
+use std::sync::Arc;
+
+use reel_proto::Any;
+
 use crate::{
     budget::Budgets,
     compaction::ContextPolicy,
@@ -21,6 +25,9 @@ pub struct RunSetup {
     pub approver: Option<Box<dyn Approver>>,
     pub budgets: Budgets,
     pub context_policy: ContextPolicy,
+    /// Events opening the session announces, appended once it is ready (the tool servers it
+    /// connected to, with their tools).
+    pub announcements: Vec<Any>,
 }
 
 impl RunSetup {
@@ -44,4 +51,16 @@ impl RunSetup {
 pub struct OpenedSession {
     pub session: Session,
     pub runs: RunSetup,
+}
+
+impl OpenedSession {
+    /// Readies the session for requests: closes a run its last process left open (as resume
+    /// does), then appends what opening it announced.
+    pub async fn ready(&mut self) {
+        let none: Arc<str> = Arc::from("");
+        Box::pin(self.session.close_interrupted_run(&none)).await;
+        for event in std::mem::take(&mut self.runs.announcements) {
+            self.session.append(&none, event).await;
+        }
+    }
 }

@@ -41,11 +41,19 @@ pub struct ToolDefinition {
     pub parameters: serde_json::Value,
 }
 
+/// A tool run by a service reel is connected to (an MCP server, see the `reel-mcp` crate).
+pub trait ToolService: Send + Sync + std::fmt::Debug {
+    /// Runs a call with `arguments` (JSON text). Dropping the future cancels the call.
+    fn call<'a>(&'a self, arguments: &'a str) -> BoxFuture<'a, ToolOutput>;
+}
+
 /// Who runs a tool.
 #[derive(Clone, Debug)]
 pub enum ToolExecutor {
     /// A local subprocess.
     Command(CommandTool),
+    /// A service reel is connected to, e.g. a tool of an MCP server.
+    Service(std::sync::Arc<dyn ToolService>),
     /// The stdin-RPC client: reel announces the call and waits up to `timeout` for a
     /// `tool_result` request.
     Client { timeout: Duration },
@@ -182,6 +190,14 @@ impl Toolbox {
         self.tools.is_empty()
     }
 
+    /// The toolbox with `more` tools besides its own (a session's MCP servers'), checked as
+    /// [`Toolbox::new`] checks them.
+    pub fn with_tools(self, more: Vec<Tool>) -> Result<Self, ToolboxError> {
+        let mut tools = self.tools;
+        tools.extend(more);
+        Ok(Self::new(tools, self.max_iterations)?.with_first_call(self.first_call))
+    }
+
     /// Whether a call of `name` waits for a person's decision first.
     pub fn asks_approval(&self, name: &str) -> bool {
         self.tools
@@ -229,6 +245,10 @@ impl Toolbox {
             ToolExecutor::Command(command) => {
                 let arguments = arguments.to_owned();
                 Execution::Running(Box::pin(async move { command.run(&arguments).await }))
+            }
+            ToolExecutor::Service(service) => {
+                let arguments = arguments.to_owned();
+                Execution::Running(Box::pin(async move { service.call(&arguments).await }))
             }
             ToolExecutor::Client { timeout } if has_client => Execution::Client(*timeout),
             ToolExecutor::Client { .. } => Execution::Ready(ToolOutput::error(format!(

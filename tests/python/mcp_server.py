@@ -1,0 +1,57 @@
+"""An MCP server on the official Python SDK (PyPI `mcp`), for the end-to-end tests of reel's MCP
+client, over stdio:
+
+- echo(text): the text back;
+- add(a, b): the sum, as structured content too;
+- slow(seconds, marker): waits; when the call is cancelled (MCP's notifications/cancelled), it
+  writes "cancelled" to the file `marker` before it ends;
+- crash(): the server process dies mid-call.
+
+Usage: python mcp_server.py             (stdio)
+       python mcp_server.py http PORT   (streamable HTTP on 127.0.0.1:PORT, path /mcp)
+"""
+
+import asyncio
+import os
+import sys
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("reel-test")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Says the text back."""
+    return text
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Adds two numbers."""
+    return a + b
+
+
+@server.tool()
+async def slow(seconds: float, marker: str) -> str:
+    """Waits; writes 'cancelled' to the marker file if the call is cancelled."""
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        with open(marker, "w") as file:
+            file.write("cancelled")
+        raise
+    return "done"
+
+
+@server.tool()
+def crash() -> str:
+    """Dies mid-call."""
+    os._exit(3)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()
