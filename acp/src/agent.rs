@@ -18,11 +18,14 @@ use agent_client_protocol::{
     v1::{
         ConnectionTo, Responder,
         schema::{
-            AgentCapabilities, CancelNotification, Implementation, InitializeRequest,
+            AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
+            ForkSessionRequest, ForkSessionResponse, Implementation, InitializeRequest,
             InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
             LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse,
-            PromptCapabilities, PromptRequest, PromptResponse, SessionCapabilities, SessionInfo,
-            SessionListCapabilities, SessionNotification,
+            PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest,
+            ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities,
+            SessionForkCapabilities, SessionInfo, SessionListCapabilities, SessionNotification,
+            SessionResumeCapabilities,
         },
     },
 };
@@ -74,6 +77,8 @@ pub async fn run_agent(
         Arc::clone(&state),
         Arc::clone(&state),
     );
+    let (on_resume, on_fork, on_close) =
+        (Arc::clone(&state), Arc::clone(&state), Arc::clone(&state));
     let agent = Agent
         .v1()
         .name("reel")
@@ -115,6 +120,27 @@ pub async fn run_agent(
                 responder.respond_with_result(on_list.list(request).await)
             },
             agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ResumeSessionRequest, responder, cx| {
+                let id = &request.session_id.0;
+                let opened = on_resume.open(id, cx, &request.mcp_servers, false).await;
+                responder.respond_with_result(opened.map(|()| ResumeSessionResponse::new()))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ForkSessionRequest, responder, cx| {
+                responder.respond_with_result(on_fork.fork(request, cx).await)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: CloseSessionRequest, responder, _cx| {
+                let closed = on_close.close(&request.session_id.0).await;
+                responder.respond_with_result(closed.map(|()| CloseSessionResponse::new()))
+            },
+            agent_client_protocol::on_receive_request!(),
         );
     let served = tokio::select! {
         served = agent.connect_to(transport) => served,
@@ -135,7 +161,13 @@ fn initialize(request: &InitializeRequest) -> InitializeResponse {
         .load_session(true)
         .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
         .mcp_capabilities(McpCapabilities::new().http(true))
-        .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()));
+        .session_capabilities(
+            SessionCapabilities::new()
+                .list(SessionListCapabilities::new())
+                .resume(SessionResumeCapabilities::new())
+                .fork(SessionForkCapabilities::new())
+                .close(SessionCloseCapabilities::new()),
+        );
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(capabilities)
         .agent_info(Implementation::new("reel", env!("CARGO_PKG_VERSION")).title("reel"))
@@ -283,6 +315,30 @@ impl State {
         }
         let more = next < all.len();
         Ok(ListSessionsResponse::new(sessions).next_cursor(more.then(|| next.to_string())))
+    }
+
+    /// A new session whose history is a copy of session `request.session_id`'s, loaded.
+    async fn fork(
+        &self,
+        request: ForkSessionRequest,
+        cx: ConnectionTo<Client>,
+    ) -> Result<ForkSessionResponse, Error> {
+        let id = new_id();
+        self.sessions
+            .fork(&request.session_id.0, &id)
+            .await
+            .map_err(acp_error)?;
+        self.open(&id, cx, &request.mcp_servers, false).await?;
+        tracing::info!("acp: session {id} forked from {}", request.session_id.0);
+        Ok(ForkSessionResponse::new(id))
+    }
+
+    /// Unloads session `id`: its running prompt is stopped (it answers `cancelled`), its MCP
+    /// servers stop, and its lease is released once its writer has flushed.
+    async fn close(&self, id: &str) -> Result<(), Error> {
+        let loaded = self.map().remove(id).ok_or_else(|| not_loaded(id))?;
+        loaded.close();
+        Ok(())
     }
 
     /// Stops every running prompt and waits until every session has closed.

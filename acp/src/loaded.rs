@@ -61,6 +61,8 @@ impl Prompts {
 pub struct Loaded {
     requests: mpsc::Sender<Incoming>,
     prompts: Arc<Prompts>,
+    /// Stops its running prompt and ends its writer.
+    stop: CancellationToken,
 }
 
 impl Loaded {
@@ -73,8 +75,17 @@ impl Loaded {
         writers: &TaskTracker,
     ) -> Self {
         let (requests, incoming) = mpsc::channel(REQUEST_QUEUE);
-        writers.spawn(write_session(opened, incoming, stop));
-        Self { requests, prompts }
+        writers.spawn(write_session(opened, incoming, stop.clone()));
+        Self {
+            requests,
+            prompts,
+            stop,
+        }
+    }
+
+    /// Stops its running prompt; its writer ends, flushes and releases the lease.
+    pub fn close(&self) {
+        self.stop.cancel();
     }
 
     /// Runs `prompt`; `responder` is answered when its run has ended.

@@ -38,6 +38,9 @@ pub trait AgentSessions: Send + Sync + 'static {
     /// A reading connection to the sessions' store: their list and their logs.
     async fn catalog(&self) -> Result<Box<dyn SessionCatalog>, SessionsError>;
 
+    /// Stores a new session `new_id` whose history is a copy of session `id`'s.
+    async fn fork(&self, id: &str, new_id: &str) -> Result<(), SessionsError>;
+
     /// The working directory session `id` was created with, if it recorded one.
     async fn cwd(&self, id: &str) -> Result<Option<std::path::PathBuf>, SessionsError>;
 }

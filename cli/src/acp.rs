@@ -157,6 +157,12 @@ impl AgentSessions for AcpSessions {
         self.0.catalog().await.map_err(sessions_error)
     }
 
+    async fn fork(&self, id: &str, new_id: &str) -> Result<(), SessionsError> {
+        SessionSource::fork(&self.0, id, None, new_id)
+            .await
+            .map_err(sessions_error)
+    }
+
     async fn cwd(&self, id: &str) -> Result<Option<PathBuf>, SessionsError> {
         self.0.recorded_cwd(id).await.map_err(sessions_error)
     }

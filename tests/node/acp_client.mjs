@@ -11,6 +11,10 @@
 //                                              session/prompt, and session/cancel once N agent
 //                                              message chunks have come
 //   {"do": "list"}                             session/list
+//   {"do": "resume", "sessionId": "...", "cwd": "/abs"} session/resume (no replay)
+//   {"do": "fork", "cwd": "/abs"}             session/fork of the current session; the fork
+//                                              becomes the current one
+//   {"do": "close"}                            session/close of the current session
 //   {"do": "raw", "method": "...", "params": {...}}     any request, its error kept
 // Permission requests are answered with the option whose kind is `permission` (a client
 // setting: "allow_once", "allow_always", "reject_once"; "cancelled" cancels).
@@ -92,6 +96,17 @@ await app.connectWith(stream, async (ctx) => {
         }
         case "list":
           result = await ctx.request("session/list", {});
+          break;
+        case "resume":
+          sessionId = step.sessionId;
+          result = await ctx.request("session/resume", { sessionId, cwd: step.cwd, mcpServers: [] });
+          break;
+        case "fork":
+          result = await ctx.request("session/fork", { sessionId, cwd: step.cwd, mcpServers: [] });
+          sessionId = result.sessionId;
+          break;
+        case "close":
+          result = await ctx.request("session/close", { sessionId });
           break;
         case "raw":
           result = await ctx.request(step.method, step.params);

@@ -375,3 +375,68 @@ fn the_python_sdk_client_prompts_and_loads_the_session() {
         .any(|u| u["toolCallId"] == "call_1" && u["status"] == "completed");
     assert!(completed, "{report}");
 }
+
+#[test]
+fn a_session_forks_resumes_and_closes() {
+    let dir = fixture(TWICE);
+    let cwd = dir.path().join("project").display().to_string();
+    let first = run(
+        json!({"steps": [
+            {"do": "new", "cwd": cwd},
+            {"do": "prompt", "text": "where?"},
+            {"do": "fork", "cwd": cwd},
+            {"do": "prompt", "text": "and in the fork?"},
+            {"do": "close"},
+            {"do": "prompt", "text": "closed?"},
+        ]}),
+        dir.path(),
+    );
+    let results = step_results(&first);
+    let source = results[0]["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let fork = results[2]["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(source, fork);
+    assert_eq!(
+        results[3]["result"]["stopReason"], "end_turn",
+        "{results:?}"
+    );
+    assert_eq!(results[4]["result"], json!({}), "{results:?}");
+    assert_eq!(
+        results[5]["error"]["code"], -32002,
+        "a closed session: {results:?}"
+    );
+    assert_eq!(chunk_text(&first, "agent_message_chunk"), "First.Second.");
+
+    // The fork's log starts with the source's whole history, then goes its own way.
+    let names = |events: Vec<Any>| -> Vec<String> {
+        events.iter().map(|e| e.type_name().to_owned()).collect()
+    };
+    let source_events = names(events(dir.path(), &source));
+    let fork_events = events(dir.path(), &fork);
+    assert!(names(fork_events.clone()).starts_with(&source_events));
+    let own_prompt = fork_events
+        .iter()
+        .any(|e| matches!(e, Any::ChatUserMessageAccepted(m) if m.text == "and in the fork?"));
+    assert!(own_prompt && fork_events.len() > source_events.len());
+
+    // Resumed in a new process: no replay, and prompts go on.
+    let resumed = run(
+        json!({"steps": [
+            {"do": "resume", "sessionId": source, "cwd": cwd},
+            {"do": "prompt", "text": "back"},
+        ]}),
+        dir.path(),
+    );
+    let results = step_results(&resumed);
+    assert_eq!(results[0]["result"], json!({}), "{results:?}");
+    assert_eq!(
+        results[1]["result"]["stopReason"], "end_turn",
+        "{results:?}"
+    );
+    assert!(!update_kinds(&resumed).contains(&"user_message_chunk".to_owned()));
+}
