@@ -28,6 +28,8 @@ pub struct Transcript {
     /// Results that arrived for a tool call id that several calls of the run share: each is
     /// given to its call when that call's ChatToolCallFinished (which names the call) follows.
     unmatched_results: Vec<(String, String, bool)>,
+    /// Markers of events before the session's first run (its tool servers): they open it.
+    before_first_run: Vec<Block>,
 }
 
 /// One prompt and everything that answered it.
@@ -112,8 +114,43 @@ impl Transcript {
             Any::ChatUserMessageAccepted(m) => self.runs.push(RunView {
                 prompt: m.text.clone(),
                 ordinal: entry.ordinal,
+                blocks: std::mem::take(&mut self.before_first_run),
                 ..RunView::default()
             }),
+            Any::ChatToolServersStarted(started) => {
+                for server in &started.servers {
+                    let marker = match server.error.is_empty() {
+                        true => {
+                            let tools: Vec<&str> =
+                                server.tools.iter().map(|t| t.name.as_str()).collect();
+                            format!(
+                                "tool server {} ({} {}): {}",
+                                server.name,
+                                server.transport,
+                                server.target,
+                                tools.join(", ")
+                            )
+                        }
+                        false => format!(
+                            "tool server {} ({} {}) left out: {}",
+                            server.name, server.transport, server.target, server.error
+                        ),
+                    };
+                    match self.runs.last_mut() {
+                        Some(run) => run.blocks.push(Block::Marker(marker)),
+                        None => self.before_first_run.push(Block::Marker(marker)),
+                    }
+                }
+            }
+            Any::ChatToolApprovalDecided(d) => {
+                let how = match (d.always, d.remembered) {
+                    (_, true) => " (allowed always before)",
+                    (true, false) => " (always, for the session)",
+                    _ => "",
+                };
+                let marker = format!("{}: {} by the person{how}", d.tool_name, d.decision);
+                self.current().blocks.push(Block::Marker(marker));
+            }
             Any::ChatProviderCallStarted(c) => {
                 let run = self.current();
                 if run.model.is_empty() {
@@ -340,5 +377,70 @@ pub fn duration_text(ms: u64) -> String {
         format!("{ms} ms")
     } else {
         format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reel_proto::chat::{
+        ChatServerTool, ChatToolApprovalDecided, ChatToolServer, ChatToolServersStarted,
+        ChatUserMessageAccepted,
+    };
+
+    fn entry(ordinal: u64, event: impl Into<Any>) -> LogEntry {
+        LogEntry {
+            ordinal,
+            recorded_at_ms: 0,
+            event: event.into(),
+        }
+    }
+
+    #[test]
+    fn tool_servers_and_approvals_are_markers_of_their_runs() {
+        let mut transcript = Transcript::new();
+        let server = ChatToolServer {
+            name: "files".into(),
+            transport: "stdio".into(),
+            target: "npx server".into(),
+            tools: vec![ChatServerTool {
+                name: "files__read".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let servers = ChatToolServersStarted {
+            servers: vec![server],
+        };
+        transcript.apply(&entry(1, servers));
+        let prompt = ChatUserMessageAccepted {
+            text: "read it".into(),
+            ..Default::default()
+        };
+        transcript.apply(&entry(2, prompt));
+        let decided = ChatToolApprovalDecided {
+            tool_name: "files__read".into(),
+            decision: "allowed".into(),
+            always: true,
+            ..Default::default()
+        };
+        transcript.apply(&entry(3, decided));
+        assert_eq!(transcript.title(), "read it");
+        assert_eq!(transcript.runs.len(), 1);
+        let markers: Vec<&str> = transcript.runs[0]
+            .blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Marker(m) => Some(m.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            markers,
+            [
+                "tool server files (stdio npx server): files__read",
+                "files__read: allowed by the person (always, for the session)"
+            ]
+        );
     }
 }
