@@ -20,7 +20,6 @@ use agent_client_protocol::{
 };
 use reel_engine::{
     Acks, DoneStatus, Incoming, OpenedSession, OutputBatch, OutputKind, Sink, SinkError, new_id,
-    serve,
 };
 use reel_proto::rpc::{
     CancelRequest, PROTOCOL_VERSION, RpcRequestLine, SubmitPromptRequest, rpc_request_line::Request,
@@ -75,7 +74,7 @@ impl Loaded {
         writers: &TaskTracker,
     ) -> Self {
         let (requests, incoming) = mpsc::channel(REQUEST_QUEUE);
-        writers.spawn(write_session(opened, incoming, stop.clone()));
+        writers.spawn(opened.write(incoming, stop.clone()));
         Self {
             requests,
             prompts,
@@ -131,28 +130,6 @@ fn ended() -> Error {
         agent_client_protocol::ErrorCode::INTERNAL_ERROR,
         "the session has ended (its store failed; see reel's stderr); load it again",
     )
-}
-
-/// A session's writer: answers its requests until they end or `stop`, then closes its sinks
-/// (the store releases the lease).
-async fn write_session(
-    opened: OpenedSession,
-    incoming: mpsc::Receiver<Incoming>,
-    stop: CancellationToken,
-) {
-    let mut opened = opened;
-    Box::pin(opened.ready()).await;
-    let OpenedSession { session, runs } = opened;
-    let id = session.id().to_owned();
-    let (session, end) = serve(session, runs.serve_config(), incoming, stop).await;
-    for failure in Box::pin(session.close()).await {
-        tracing::error!(
-            "session {id}: output {} failed: {}",
-            failure.sink,
-            failure.message
-        );
-    }
-    tracing::info!("session {id} closed ({end:?})");
 }
 
 /// The sink that tells the client of a session's events and answers its prompts.

@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use reel_engine::{Incoming, OpenedSession, serve};
+use reel_engine::Incoming;
 use reel_proto::rpc::{
     PROTOCOL_VERSION, RpcRequestLine, ShutdownRequest, rpc_request_line::Request,
 };
@@ -195,7 +195,7 @@ impl Host {
         last_ordinal.store(opened.session.log().last_ordinal(), Ordering::Release);
         let (requests, incoming) = mpsc::channel(REQUEST_QUEUE);
         let ended = CancellationToken::new();
-        let writer = write_session(opened, incoming, self.stop.child_token());
+        let writer = opened.write(incoming, self.stop.child_token());
         let done = ended.clone();
         self.writers.spawn(async move {
             writer.await;
@@ -299,29 +299,4 @@ fn shutdown_request(request_id: &str) -> RpcRequestLine {
         request_id: request_id.to_owned(),
         request: Some(Request::Shutdown(ShutdownRequest {})),
     }
-}
-
-/// A session's writer: answers its requests until they end, then closes its sinks (the store
-/// releases the lease).
-async fn write_session(
-    opened: OpenedSession,
-    incoming: mpsc::Receiver<Incoming>,
-    stop: CancellationToken,
-) {
-    let mut opened = opened;
-    // Boxed, as the engine's request handling is: the future of a session that sits idle
-    // keeps only what it holds, not room for the largest thing it ever awaits.
-    Box::pin(opened.ready()).await;
-    let OpenedSession { session, runs } = opened;
-    let id = session.id().to_owned();
-    let config = runs.serve_config();
-    let (session, end) = serve(session, config, incoming, stop).await;
-    for failure in Box::pin(session.close()).await {
-        tracing::error!(
-            "session {id}: output {} failed: {}",
-            failure.sink,
-            failure.message
-        );
-    }
-    tracing::info!("session {id} unloaded ({end:?})");
 }

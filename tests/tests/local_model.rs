@@ -17,6 +17,9 @@ use reel_tests::{
     assert_request_scoped, repo_root, write_file,
 };
 
+/// A chat command on the local model, answering briefly.
+const CHAT: &str = "name: chat\ndescription: chat\nsystem_prompt: You are a helpful assistant. Answer briefly.\nprompt: unused\nprovider:\n  name: openai\n  model: smollm2\n  temperature: 0\n  max_tokens: 32\n  timeout_ms: 60000\n";
+
 /// The llama.cpp server, stopped when dropped.
 struct LocalModel {
     child: Child,
@@ -80,11 +83,7 @@ fn a_three_turn_conversation_with_a_real_model_over_stdin_rpc() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let command = write_file(
-        dir.path(),
-        "cmd.yaml",
-        "name: chat\ndescription: chat\nsystem_prompt: You are a helpful assistant. Answer briefly.\nprompt: unused\nprovider:\n  name: openai\n  model: smollm2\n  temperature: 0\n  max_tokens: 32\n  timeout_ms: 60000\n",
-    );
+    let command = write_file(dir.path(), "cmd.yaml", CHAT);
     let base_url = format!("http://127.0.0.1:{}/v1", model.port);
     let mut client = RpcClient::start(&[
         "run-command",
@@ -220,11 +219,7 @@ fn an_editor_prompt_over_acp_is_answered_by_a_real_model() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let command = write_file(
-        dir.path(),
-        "cmd.yaml",
-        "name: chat\ndescription: chat\nsystem_prompt: You are a helpful assistant. Answer briefly.\nprompt: unused\nprovider:\n  name: openai\n  model: smollm2\n  temperature: 0\n  max_tokens: 32\n  timeout_ms: 60000\n",
-    );
+    let command = write_file(dir.path(), "cmd.yaml", CHAT);
     let base_url = format!("http://127.0.0.1:{}/v1", model.port);
     let db = dir.path().join("t.db").display().to_string();
     let cwd = dir.path().display().to_string();

@@ -33,6 +33,15 @@ fn command_file(dir: &Path, turns: &str, command: Option<Vec<String>>) -> String
     )
 }
 
+/// Runs `command` once as session `id` in `dir`'s database.
+fn run_stored(dir: &Path, command: &str, id: &str) -> std::process::Output {
+    Command::new(reel_binary())
+        .args(["run-command", command, "--session-id", id, "--timeline-db"])
+        .arg(dir.join("t.db"))
+        .output()
+        .unwrap()
+}
+
 fn stored(dir: &Path, id: &str) -> Vec<Any> {
     let mut db = TimelineDb::open(&dir.join("t.db"));
     db.events(id).into_iter().map(|e| e.event).collect()
@@ -56,17 +65,7 @@ fn an_mcp_servers_tools_are_called_and_listed_on_the_log() {
         "  - - tool_call: {id: c1, name: test__echo, arguments: {text: hello}}\n    - tool_call: {id: c2, name: test__add, arguments: {a: 2, b: 3}}\n  - - text: done\n",
         None,
     );
-    let run = Command::new(reel_binary())
-        .args([
-            "run-command",
-            &command,
-            "--session-id",
-            "m1",
-            "--timeline-db",
-        ])
-        .arg(dir.path().join("t.db"))
-        .output()
-        .unwrap();
+    let run = run_stored(dir.path(), &command, "m1");
     assert!(
         run.status.success(),
         "{}",
@@ -149,17 +148,7 @@ fn a_server_that_dies_mid_call_is_an_error_result_and_the_run_goes_on() {
         "  - - tool_call: {id: c1, name: test__crash, arguments: {}}\n  - - text: it broke\n",
         None,
     );
-    let run = Command::new(reel_binary())
-        .args([
-            "run-command",
-            &command,
-            "--session-id",
-            "m2",
-            "--timeline-db",
-        ])
-        .arg(dir.path().join("t.db"))
-        .output()
-        .unwrap();
+    let run = run_stored(dir.path(), &command, "m2");
     assert!(
         run.status.success(),
         "{}",
@@ -181,17 +170,7 @@ fn a_server_that_cannot_start_is_left_out_with_its_error_on_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let missing = vec!["/nonexistent/mcp-server".to_owned()];
     let command = command_file(dir.path(), "  - - text: no tools\n", Some(missing));
-    let run = Command::new(reel_binary())
-        .args([
-            "run-command",
-            &command,
-            "--session-id",
-            "m3",
-            "--timeline-db",
-        ])
-        .arg(dir.path().join("t.db"))
-        .output()
-        .unwrap();
+    let run = run_stored(dir.path(), &command, "m3");
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");
     assert!(stderr.contains("MCP server test left out"), "{stderr}");
@@ -263,17 +242,7 @@ fn a_streamable_http_servers_tools_are_called() {
             server.url
         ),
     );
-    let run = Command::new(reel_binary())
-        .args([
-            "run-command",
-            &command,
-            "--session-id",
-            "h1",
-            "--timeline-db",
-        ])
-        .arg(dir.path().join("t.db"))
-        .output()
-        .unwrap();
+    let run = run_stored(dir.path(), &command, "h1");
     assert!(
         run.status.success(),
         "{}",

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 use reel_proto::Any;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     budget::Budgets,
@@ -13,7 +15,7 @@ use crate::{
     tools::{Approver, Toolbox},
 };
 
-use super::ServeConfig;
+use super::{Incoming, ServeConfig};
 
 /// What every run of a hosted session is made with (its command file, prepared).
 pub struct RunSetup {
@@ -54,9 +56,29 @@ pub struct OpenedSession {
 }
 
 impl OpenedSession {
+    /// The session's writer, for a host of sessions: readies it, answers `incoming` with
+    /// [`super::serve`] until they end or `stop`, then closes its sinks (the store releases
+    /// the lease), saying on stderr each one that failed.
+    pub async fn write(mut self, incoming: mpsc::Receiver<Incoming>, stop: CancellationToken) {
+        // Boxed, as the engine's request handling is: the future of a session that sits idle
+        // keeps only what it holds, not room for the largest thing it ever awaits.
+        Box::pin(self.ready()).await;
+        let Self { session, runs } = self;
+        let id = session.id().to_owned();
+        let (session, end) = super::serve(session, runs.serve_config(), incoming, stop).await;
+        for failure in Box::pin(session.close()).await {
+            tracing::error!(
+                "session {id}: output {} failed: {}",
+                failure.sink,
+                failure.message
+            );
+        }
+        tracing::info!("session {id} unloaded ({end:?})");
+    }
+
     /// Readies the session for requests: closes a run its last process left open (as resume
     /// does), then appends what opening it announced.
-    pub async fn ready(&mut self) {
+    async fn ready(&mut self) {
         let none: Arc<str> = Arc::from("");
         Box::pin(self.session.close_interrupted_run(&none)).await;
         for event in std::mem::take(&mut self.runs.announcements) {
