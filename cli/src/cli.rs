@@ -154,6 +154,10 @@ pub struct RunCommandArgs {
     /// Add backendEvent frames: the log's own events, for debugging.
     #[arg(long)]
     pub include_backend_events: bool,
+    /// One more output of the session (repeatable): exec:COMMAND runs COMMAND with the frames
+    /// on its stdin, one JSON line each.
+    #[arg(long = "sink", value_name = "URI")]
+    pub sinks: Vec<String>,
     /// Keep the session under this id in the timeline database (default database: the user's
     /// data folder). A new id starts a session; an existing one needs --resume.
     #[arg(long, value_name = "ID")]

@@ -49,6 +49,7 @@
 //!   - name: search
 //!     url: http://127.0.0.1:8931/mcp       # over streamable HTTP
 //!     headers: {Authorization: Bearer x}   # optional
+//! sinks: ["exec:jq -c .backendEvent"]      # optional: more outputs, as --sink names them
 //! max_iterations: 10                       # model calls per run (--max-iterations)
 //! tool_choice: auto                        # or required: a run's first model call must call a tool
 //! context:                                 # optional: keeping long sessions in the window
@@ -128,6 +129,9 @@ pub struct CommandFile {
     /// MCP servers whose tools join the toolbox, started once per session.
     #[serde(default)]
     pub mcp_servers: Vec<reel_mcp::McpServerConfig>,
+    /// More outputs of each session, as `--sink` names them (after the flags' own).
+    #[serde(default)]
+    pub sinks: Vec<String>,
     /// Model calls one run may make (each tool round is one more).
     #[serde(default)]
     pub max_iterations: Option<u32>,

@@ -14,6 +14,7 @@ mod run_command;
 mod same_file;
 mod serve;
 mod signals;
+mod sink_uri;
 mod stdin_rpc;
 mod template;
 mod tool_servers;

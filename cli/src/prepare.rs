@@ -11,6 +11,7 @@ use crate::{
     cli::{Invocation, ProviderName, RunCommandArgs},
     command_file::ProviderDefaults,
     same_file::InUse,
+    sink_uri::SinkUri,
 };
 
 /// What a run needs once the command file is understood.
@@ -27,6 +28,8 @@ pub struct Prepared {
     pub context_policy: ContextPolicy,
     /// The command's MCP servers, started with the session (see [`crate::tool_servers`]).
     pub mcp_servers: Vec<reel_mcp::McpServerConfig>,
+    /// The session's more outputs: the flags' `--sink`s, then the command file's `sinks:`.
+    pub sinks: Vec<SinkUri>,
 }
 
 /// How the HTTP provider the flags and the command file describe is reached. The API key is
@@ -214,6 +217,12 @@ pub fn prepare(invocation: &Invocation) -> anyhow::Result<Prepared> {
         budgets: budgets(args, command.budget, settings_pricing)?,
         context_policy,
         mcp_servers: command.mcp_servers.clone(),
+        sinks: args
+            .sinks
+            .iter()
+            .chain(&command.sinks)
+            .map(|uri| SinkUri::parse(uri))
+            .collect::<anyhow::Result<_>>()?,
     })
 }
 

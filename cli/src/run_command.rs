@@ -75,6 +75,17 @@ pub async fn run(invocation: Invocation) -> u8 {
             Err(error) => prepared = Err(error),
         }
     }
+    if let Ok(ready) = &prepared {
+        for uri in &ready.sinks {
+            match uri.start() {
+                Ok(sink) => fanout.attach(sink),
+                Err(error) => {
+                    prepared = Err(error);
+                    break;
+                }
+            }
+        }
+    }
     let opened = match &prepared {
         Ok(_) => persistence::open(args).await.unwrap_or_else(|error| {
             prepared = Err(error);

@@ -9,7 +9,8 @@
 //! * [`TranscriptSink`]: the session for people, as markdown, HTML or terminal text;
 //! * [`FollowTextSink`]: a followed session for people (`reel tail` on a terminal);
 //! * [`TurnsDocumentSink`]: the model context as a JSON list of chat messages;
-//! * [`EventCountSink`]: how many events of each kind the session appended.
+//! * [`EventCountSink`]: how many events of each kind the session appended;
+//! * [`ExecSink`]: the frames on a child process's stdin (`--sink exec:COMMAND`).
 //!
 //! * [`TimelineDbSink`]: the log, entities and snapshots in a durable store, acknowledged;
 //! * [`TurnsDbSink`]: after each run, the model context the next run starts from.
@@ -17,6 +18,7 @@
 mod blocking;
 mod document;
 mod event_counts;
+mod exec;
 mod follow_text;
 mod jsonl;
 mod printable;
@@ -33,6 +35,7 @@ pub use document::{
     DocumentFormat, DocumentMessage, DocumentUsage, ResultDocument, ResultDocumentSink,
 };
 pub use event_counts::EventCountSink;
+pub use exec::{ChildInput, ExecSink};
 pub use follow_text::FollowTextSink;
 pub use jsonl::{DebugFileSink, JsonlFrameSink};
 pub use printable::{is_bidi_control, one_line, printable};

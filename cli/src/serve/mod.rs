@@ -53,6 +53,10 @@ pub struct ServeArgs {
     /// posted to another of them, is forwarded here.
     #[arg(long, value_name = "URL", requires = "timeline_dsn")]
     pub public_url: Option<String>,
+    /// One more output of every session (repeatable), as run-command's --sink: exec:COMMAND
+    /// starts COMMAND for each session loaded, with its frames on its stdin.
+    #[arg(long = "sink", value_name = "URI")]
+    pub sinks: Vec<String>,
     /// The environment variable holding the bearer token every route but /healthz needs.
     #[arg(long, value_name = "NAME")]
     pub token_env: Option<String>,

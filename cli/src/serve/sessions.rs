@@ -80,7 +80,7 @@ impl Setup {
             (None, Some(path)) => Some(Location::path(path)),
             (None, None) => None,
         };
-        let template = RunCommandLine::try_parse_from([
+        let mut template = RunCommandLine::try_parse_from([
             "run-command",
             // Each session's own command file and id replace these.
             "served.yaml",
@@ -91,6 +91,7 @@ impl Setup {
             "served",
         ])?
         .args;
+        template.sinks = args.sinks.clone();
         Ok(Self {
             commands: Commands {
                 default: args.command.clone(),
@@ -277,6 +278,9 @@ impl CommandSessions {
             .map_err(anyhow_failed)?;
         let mut fanout = Fanout::new();
         fanout.attach(frames);
+        for uri in &prepared.sinks {
+            fanout.attach(uri.start().map_err(anyhow_failed)?);
+        }
         let session = persistence::session_of(opened, fanout);
         let tools = match &recorded.cwd {
             Some(cwd) => prepared.tools.in_dir(cwd),
