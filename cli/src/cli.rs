@@ -155,7 +155,8 @@ pub struct RunCommandArgs {
     #[arg(long)]
     pub include_backend_events: bool,
     /// One more output of the session (repeatable): exec:COMMAND runs COMMAND with the frames
-    /// on its stdin, one JSON line each.
+    /// on its stdin, one JSON line each; nats://HOST:PORT/STREAM keeps the log in a JetStream
+    /// stream (durable: done waits for its acknowledgements).
     #[arg(long = "sink", value_name = "URI")]
     pub sinks: Vec<String>,
     /// Keep the session under this id in the timeline database (default database: the user's

@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_env_filter(
             EnvFilter::try_from_env("REEL_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("info,sqlx=error,rmcp=warn")),
+                .unwrap_or_else(|_| EnvFilter::new("info,sqlx=error,rmcp=warn,async_nats=warn")),
         )
         .with_target(false)
         .without_time()

@@ -5,7 +5,8 @@
 //! presses Ctrl-C and when reel itself hits an internal error.
 
 use anyhow::Context;
-use reel_engine::error_chain;
+use reel_engine::{SessionCatalog, error_chain};
+use reel_storage::TimelineStore;
 use std::{panic::AssertUnwindSafe, path::Path, sync::Arc};
 
 use futures::FutureExt;
@@ -75,17 +76,6 @@ pub async fn run(invocation: Invocation) -> u8 {
             Err(error) => prepared = Err(error),
         }
     }
-    if let Ok(ready) = &prepared {
-        for uri in &ready.sinks {
-            match uri.start() {
-                Ok(sink) => fanout.attach(sink),
-                Err(error) => {
-                    prepared = Err(error);
-                    break;
-                }
-            }
-        }
-    }
     let opened = match &prepared {
         Ok(_) => persistence::open(args).await.unwrap_or_else(|error| {
             prepared = Err(error);
@@ -94,10 +84,30 @@ pub async fn run(invocation: Invocation) -> u8 {
         Err(_) => None,
     };
     let persisted = opened.is_some();
+    // The sinks of --sink start once the session is: a JetStream sink catches up from the
+    // store (through a handle on its reading connection) and follows what it commits.
+    let mut reader = opened
+        .as_ref()
+        .and_then(|o| o.archive.as_ref())
+        .map(TimelineStore::shared);
+    let stored = opened.as_ref().map_or(0, |o| o.log.last_ordinal());
     let mut session = match opened {
         Some(opened) => persistence::session_of(opened, fanout),
         None => Session::new(args.session_id.clone().unwrap_or_else(new_id), fanout),
     };
+    if let Ok(ready) = &prepared {
+        for uri in &ready.sinks {
+            let store = reader.as_mut().map(|s| s as &mut dyn SessionCatalog);
+            let (id, committed) = (session.id().to_owned(), session.store_committed());
+            match uri.start(&id, store, stored, committed).await {
+                Ok(sink) => session.attach(sink),
+                Err(error) => {
+                    prepared = Err(error);
+                    break;
+                }
+            }
+        }
+    }
     let none: Arc<str> = Arc::from("");
     session.emit_hello(&none, hello_frame(&capabilities)).await;
 

@@ -2,17 +2,22 @@
 //! URI and checked before anything runs.
 //!
 //! `exec:COMMAND` runs COMMAND (split into words as a shell would, quotes respected, but with
-//! no shell) with the session's frames on its stdin.
+//! no shell) with the session's frames on its stdin; `nats://HOST:PORT/STREAM` keeps the
+//! session's log in a JetStream stream (see the `reel-nats` crate).
 
 use anyhow::{Context, bail};
-use reel_engine::Sink;
+use reel_engine::{SessionCatalog, Sink};
+use reel_nats::{JetStreamSink, NatsTarget};
 use reel_sinks::ExecSink;
+use tokio::sync::watch;
 
 /// A sink a URI names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SinkUri {
     /// `exec:COMMAND`: the program and its arguments.
     Exec(Vec<String>),
+    /// `nats://HOST:PORT/STREAM[?subject_prefix=P&encoding=json|proto]`.
+    Nats(NatsTarget),
 }
 
 impl SinkUri {
@@ -27,19 +32,37 @@ impl SinkUri {
             return Ok(Self::Exec(words));
         }
         match uri.split_once("://").map(|(scheme, _)| scheme) {
-            Some(scheme @ ("nats" | "http" | "https")) => bail!(
-                "sink {uri:?}: {scheme}:// sinks are not in this build yet; the sinks are exec:COMMAND"
+            Some("nats") => NatsTarget::parse(uri)
+                .map(Self::Nats)
+                .map_err(|e| anyhow::anyhow!("sink {e}")),
+            Some(scheme @ ("http" | "https")) => bail!(
+                "sink {uri:?}: {scheme}:// (webhook) sinks are not in this build yet; the sinks are exec:COMMAND and nats://HOST:PORT/STREAM"
             ),
-            _ => bail!("sink {uri:?}: not a sink URI; the sinks are exec:COMMAND"),
+            _ => bail!(
+                "sink {uri:?}: not a sink URI; the sinks are exec:COMMAND and nats://HOST:PORT/STREAM"
+            ),
         }
     }
 
-    /// Starts the sink.
-    pub fn start(&self) -> anyhow::Result<Box<dyn Sink>> {
+    /// Starts the sink for session `session_id`, whose store (`store`, when it has one)
+    /// holds its events through `stored` and has `committed` them: a JetStream sink first
+    /// publishes the ones its stream lacks, then publishes no event before the store holds it.
+    pub async fn start(
+        &self,
+        session_id: &str,
+        store: Option<&mut dyn SessionCatalog>,
+        stored: u64,
+        committed: Option<watch::Receiver<u64>>,
+    ) -> anyhow::Result<Box<dyn Sink>> {
         match self {
             Self::Exec(argv) => {
                 let sink = ExecSink::spawn(argv)
                     .with_context(|| format!("sink exec: cannot start {:?}", argv[0]))?;
+                Ok(Box::new(sink))
+            }
+            Self::Nats(target) => {
+                let sink =
+                    JetStreamSink::connect(target, session_id, store, stored, committed).await?;
                 Ok(Box::new(sink))
             }
         }

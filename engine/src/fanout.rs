@@ -87,6 +87,13 @@ impl Fanout {
         });
     }
 
+    /// What the first durable sink attached (the session's store) has committed: a sink that
+    /// keeps a copy of the log elsewhere (JetStream) publishes nothing the store does not hold,
+    /// so that a crash never leaves the copy ahead of the store. `None` without a store.
+    pub fn store_committed(&self) -> Option<watch::Receiver<u64>> {
+        self.sinks.iter().find_map(|sink| sink.committed.clone())
+    }
+
     /// Delivers everything queued and waits until every durable sink has committed `ordinal`.
     /// Fails when a durable sink has failed, now or before.
     pub async fn wait_committed(&mut self, ordinal: u64) -> Result<(), SinkFailure> {

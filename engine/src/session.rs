@@ -83,6 +83,16 @@ impl Session {
         &self.id
     }
 
+    /// Adds `sink` to the session's outputs (before its first output: it gets them all).
+    pub fn attach(&mut self, sink: Box<dyn crate::sink::Sink>) {
+        self.outputs.attach(sink);
+    }
+
+    /// What the session's store has committed (see [`Fanout::store_committed`]).
+    pub fn store_committed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.outputs.store_committed()
+    }
+
     /// A session continuing a stored one: its log continues after the stored events, its
     /// projections start from the stored state. Call [`Session::close_interrupted_run`] once
     /// the stream has begun (after hello).

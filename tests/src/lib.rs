@@ -11,6 +11,7 @@ use std::{
 };
 
 pub mod acp_client;
+pub mod jetstream;
 mod local_llm;
 pub mod mcp_server;
 mod peak_rss;
@@ -294,7 +295,7 @@ mod tests {
         let root = super::repo_root();
         let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
         assert!(readme.contains(
-            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine\n                        -> server  -> engine\n                        -> acp     -> mcp     -> engine\n                        -> mcp     -> engine\n                        -> allocator"
+            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine\n                        -> server  -> engine\n                        -> acp     -> mcp     -> engine\n                        -> mcp     -> engine\n                        -> nats    -> engine\n                        -> allocator"
         ));
         let expected: &[(&str, &[&str])] = &[
             (
@@ -304,6 +305,7 @@ mod tests {
                     "reel-allocator",
                     "reel-engine",
                     "reel-mcp",
+                    "reel-nats",
                     "reel-proto",
                     "reel-server",
                     "reel-sinks",
@@ -313,6 +315,7 @@ mod tests {
             ("server", &["reel-engine", "reel-proto"]),
             ("acp", &["reel-engine", "reel-mcp", "reel-proto"]),
             ("mcp", &["reel-engine", "reel-proto"]),
+            ("nats", &["reel-engine", "reel-proto"]),
             ("allocator", &[]),
             ("sinks", &["reel-engine", "reel-proto"]),
             ("storage", &["reel-engine", "reel-proto"]),

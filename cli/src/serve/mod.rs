@@ -54,7 +54,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "URL", requires = "timeline_dsn")]
     pub public_url: Option<String>,
     /// One more output of every session (repeatable), as run-command's --sink: exec:COMMAND
-    /// starts COMMAND for each session loaded, with its frames on its stdin.
+    /// starts COMMAND for each session loaded, with its frames on its stdin;
+    /// nats://HOST:PORT/STREAM keeps every session's log in a JetStream stream.
     #[arg(long = "sink", value_name = "URI")]
     pub sinks: Vec<String>,
     /// The environment variable holding the bearer token every route but /healthz needs.

@@ -278,10 +278,15 @@ impl CommandSessions {
             .map_err(anyhow_failed)?;
         let mut fanout = Fanout::new();
         fanout.attach(frames);
+        let mut reader = opened.archive.as_ref().map(TimelineStore::shared);
+        let stored = opened.log.last_ordinal();
+        let mut session = persistence::session_of(opened, fanout);
         for uri in &prepared.sinks {
-            fanout.attach(uri.start().map_err(anyhow_failed)?);
+            let store = reader.as_mut().map(|s| s as &mut dyn SessionCatalog);
+            let committed = session.store_committed();
+            let sink = uri.start(id, store, stored, committed).await;
+            session.attach(sink.map_err(anyhow_failed)?);
         }
-        let session = persistence::session_of(opened, fanout);
         let tools = match &recorded.cwd {
             Some(cwd) => prepared.tools.in_dir(cwd),
             None => prepared.tools,

@@ -1,0 +1,294 @@
+//! The JetStream sink: connects, catches the stream up with the session's store, then
+//! publishes each committed event and acknowledges it once JetStream has.
+
+use std::{sync::Arc, time::Duration};
+
+use async_nats::{
+    ConnectOptions, HeaderMap,
+    jetstream::{self, Context, context::PublishAckFuture, stream},
+};
+use bytes::Bytes;
+use prost::Message;
+use reel_engine::{
+    Acks, CommittedEvent, Durability, LogEntry, LogPages, Output, OutputBatch, OutputKind,
+    SessionCatalog, Sink, SinkError, error_chain,
+};
+use reel_proto::{json, rpc::BackendEventFrame};
+use tokio::sync::{mpsc, watch};
+
+use crate::target::{Encoding, NatsTarget};
+
+/// How long connecting, and each acknowledgement, may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The header with the event's ordinal, read back on start.
+const ORDINAL_HEADER: &str = "Reel-Ordinal";
+
+/// Why the sink could not start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum NatsError {
+    #[error("cannot connect to NATS at {server}: {source}")]
+    Connect {
+        server: String,
+        source: async_nats::ConnectError,
+    },
+    #[error("JetStream stream {stream}: {message}")]
+    Stream { stream: String, message: String },
+    #[error("session id {0:?} cannot be part of a NATS subject (it has '.', '*', '>' or a space)")]
+    Subject(String),
+    #[error("cannot publish event {ordinal} to JetStream: {message}")]
+    Publish { ordinal: u64, message: String },
+    #[error("cannot read the session's store to catch the stream up: {0}")]
+    Store(String),
+}
+
+impl From<NatsError> for SinkError {
+    fn from(error: NatsError) -> Self {
+        SinkError::Io(std::io::Error::other(error.to_string()))
+    }
+}
+
+/// A session's log in a JetStream stream; durable: the session waits for its acknowledgements.
+pub struct JetStreamSink {
+    jetstream: Context,
+    target: NatsTarget,
+    session_id: Arc<str>,
+    subject: String,
+    /// The highest ordinal the stream holds for the session.
+    acknowledged: u64,
+    /// What the session's store has committed: nothing is published before the store holds
+    /// it, so a killed writer never leaves the stream ahead of the store.
+    store_committed: Option<watch::Receiver<u64>>,
+}
+
+impl JetStreamSink {
+    /// Connects to `target` for session `session_id`, creating the stream when missing, and
+    /// publishes the events the session's store (`store`, with events through `stored`) holds
+    /// after the last one the stream has.
+    pub async fn connect(
+        target: &NatsTarget,
+        session_id: &str,
+        store: Option<&mut dyn SessionCatalog>,
+        stored: u64,
+        store_committed: Option<watch::Receiver<u64>>,
+    ) -> Result<Self, NatsError> {
+        if session_id.contains(['.', '*', '>', ' ', '\t']) {
+            return Err(NatsError::Subject(session_id.to_owned()));
+        }
+        let client = ConnectOptions::new()
+            .connection_timeout(TIMEOUT)
+            .connect(target.server.as_str())
+            .await
+            .map_err(|source| NatsError::Connect {
+                server: target.server.clone(),
+                source,
+            })?;
+        let jetstream = jetstream::new(client);
+        let stream_error = |message: String| NatsError::Stream {
+            stream: target.stream.clone(),
+            message,
+        };
+        let mut stream = jetstream
+            .get_or_create_stream(stream::Config {
+                name: target.stream.clone(),
+                subjects: vec![format!("{}.*.events", target.prefix)],
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| stream_error(e.to_string()))?;
+        let subject = target.subject(session_id);
+        let held = last_ordinal(&mut stream, &subject)
+            .await
+            .map_err(stream_error)?;
+        let mut sink = Self {
+            jetstream,
+            target: target.clone(),
+            session_id: Arc::from(session_id),
+            subject,
+            acknowledged: held,
+            store_committed,
+        };
+        if held > stored {
+            tracing::warn!(
+                "JetStream stream {} holds {held} events of session {session_id}, its store {stored}",
+                target.stream
+            );
+        } else if let Some(store) = store
+            && held < stored
+        {
+            sink.catch_up(store, stored).await?;
+        }
+        Ok(sink)
+    }
+
+    /// Publishes the stored events after the stream's last, through `stored`.
+    async fn catch_up(
+        &mut self,
+        store: &mut dyn SessionCatalog,
+        stored: u64,
+    ) -> Result<(), NatsError> {
+        let from = self.acknowledged;
+        let mut pages = LogPages::new(&self.session_id, from, stored);
+        loop {
+            let page = pages
+                .next(store)
+                .await
+                .map_err(|e| NatsError::Store(error_chain(&e)))?;
+            if page.is_empty() {
+                break;
+            }
+            let entries: Vec<Arc<LogEntry>> = page.into_iter().map(Arc::new).collect();
+            self.publish_all(&entries).await?;
+        }
+        tracing::info!(
+            "JetStream stream {}: published events {}..={stored} of session {} it missed",
+            self.target.stream,
+            from + 1,
+            self.session_id
+        );
+        Ok(())
+    }
+
+    /// Publishes `entries` (those the stream does not hold yet) and waits for every
+    /// acknowledgement.
+    async fn publish_all(&mut self, entries: &[Arc<LogEntry>]) -> Result<(), NatsError> {
+        let mut pending: Vec<(u64, PublishAckFuture)> = Vec::with_capacity(entries.len());
+        for entry in entries.iter().filter(|e| e.ordinal > self.acknowledged) {
+            let ordinal = entry.ordinal;
+            let failed = |message: String| NatsError::Publish { ordinal, message };
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                "Nats-Msg-Id",
+                format!("{}:{ordinal}", self.session_id).as_str(),
+            );
+            headers.insert(ORDINAL_HEADER, ordinal.to_string().as_str());
+            let payload = self.encode(entry).map_err(failed)?;
+            let ack = self
+                .jetstream
+                .publish_with_headers(self.subject.clone(), headers, payload)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            pending.push((ordinal, ack));
+        }
+        for (ordinal, ack) in pending {
+            match tokio::time::timeout(TIMEOUT, ack).await {
+                Ok(Ok(_)) => self.acknowledged = ordinal,
+                Ok(Err(error)) => {
+                    return Err(NatsError::Publish {
+                        ordinal,
+                        message: error.to_string(),
+                    });
+                }
+                Err(_) => {
+                    return Err(NatsError::Publish {
+                        ordinal,
+                        message: format!("no acknowledgement within {} s", TIMEOUT.as_secs()),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The message of `entry`: its `backendEvent` frame's JSON, or protobuf bytes.
+    fn encode(&self, entry: &Arc<LogEntry>) -> Result<Bytes, String> {
+        match self.target.encoding {
+            Encoding::Proto => {
+                let frame = BackendEventFrame {
+                    ordinal: entry.ordinal,
+                    name: entry.name().to_owned(),
+                    payload: Some(entry.event.clone()),
+                };
+                Ok(Bytes::from(frame.encode_to_vec()))
+            }
+            Encoding::Json => {
+                let output = Output {
+                    session_id: Arc::clone(&self.session_id),
+                    request_id: Arc::from(""),
+                    kind: OutputKind::Event(Arc::new(CommittedEvent {
+                        entry: Arc::clone(entry),
+                        ui_events: Vec::new(),
+                        context: None,
+                    })),
+                };
+                let mut first = None;
+                output
+                    .for_each_line(true, |line| {
+                        if first.is_none() {
+                            first = Some(json::to_string(&line)?);
+                        }
+                        Ok::<_, serde_json::Error>(())
+                    })
+                    .map_err(|e| e.to_string())?;
+                first.map(Bytes::from).ok_or_else(|| "no frame".to_owned())
+            }
+        }
+    }
+}
+
+/// The ordinal of the last message on `subject` (0 when there is none).
+async fn last_ordinal(stream: &mut stream::Stream, subject: &str) -> Result<u64, String> {
+    match stream.get_last_raw_message_by_subject(subject).await {
+        Ok(message) => message
+            .headers
+            .get(ORDINAL_HEADER)
+            .and_then(|value| value.as_str().parse().ok())
+            .ok_or_else(|| format!("the last message on {subject} has no {ORDINAL_HEADER} header")),
+        Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
+        Err(error) => Err(format!(
+            "cannot read the last message on {subject}: {error}"
+        )),
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for JetStreamSink {
+    fn name(&self) -> String {
+        format!("nats://{}/{}", self.target.server, self.target.stream)
+    }
+
+    fn durability(&self) -> Durability {
+        Durability::Durable {
+            acknowledged: self.acknowledged,
+        }
+    }
+
+    async fn run(
+        mut self: Box<Self>,
+        mut input: mpsc::Receiver<OutputBatch>,
+        acks: Acks,
+    ) -> Result<(), SinkError> {
+        while let Some(batch) = input.recv().await {
+            // Every batch queued by now goes out before the acknowledgements are awaited.
+            let queued = std::iter::from_fn(|| input.try_recv().ok());
+            let entries: Vec<Arc<LogEntry>> = std::iter::once(batch)
+                .chain(queued)
+                .flat_map(|batch| {
+                    batch
+                        .iter()
+                        .filter_map(|output| match &output.kind {
+                            OutputKind::Event(committed) => Some(Arc::clone(&committed.entry)),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            let Some(last) = entries.last().map(|e| e.ordinal) else {
+                continue;
+            };
+            if let Some(store) = &mut self.store_committed
+                && store
+                    .wait_for(|&committed| committed >= last)
+                    .await
+                    .is_err()
+            {
+                return Err(SinkError::Io(std::io::Error::other(
+                    "the session's store failed: nothing more is published",
+                )));
+            }
+            self.publish_all(&entries).await?;
+            acks.committed(self.acknowledged);
+        }
+        Ok(())
+    }
+}

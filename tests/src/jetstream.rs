@@ -1,0 +1,73 @@
+//! The machine's NATS server with JetStream (127.0.0.1:4222), read with the official Rust
+//! client (`async-nats`): what a stream holds, and streams made and removed by the tests.
+
+use async_nats::jetstream::{self, stream};
+
+/// The NATS server the tests use.
+pub const NATS: &str = "127.0.0.1:4222";
+
+/// One message of a stream: its subject, its headers' message id and ordinal, its payload.
+#[derive(Debug, Clone)]
+pub struct StreamedEvent {
+    pub subject: String,
+    pub msg_id: String,
+    pub ordinal: u64,
+    pub payload: Vec<u8>,
+}
+
+async fn context() -> jetstream::Context {
+    let client = async_nats::connect(NATS)
+        .await
+        .expect("the NATS server answers on 127.0.0.1:4222 (.ci/run checks it)");
+    jetstream::new(client)
+}
+
+/// Every message of `stream`, in stream order.
+pub async fn stream_events(stream: &str) -> Vec<StreamedEvent> {
+    let jetstream = context().await;
+    let stream = jetstream
+        .get_stream(stream)
+        .await
+        .expect("the stream exists");
+    let info = stream.get_info().await.expect("stream info");
+    let mut events = Vec::new();
+    for sequence in info.state.first_sequence..=info.state.last_sequence {
+        if info.state.messages == 0 {
+            break;
+        }
+        let message = stream.get_raw_message(sequence).await.expect("a message");
+        let header = |name: &str| {
+            message
+                .headers
+                .get(name)
+                .map(|v| v.as_str().to_owned())
+                .unwrap_or_default()
+        };
+        events.push(StreamedEvent {
+            subject: message.subject.to_string(),
+            msg_id: header("Nats-Msg-Id"),
+            ordinal: header("Reel-Ordinal").parse().unwrap_or_default(),
+            payload: message.payload.to_vec(),
+        });
+    }
+    events
+}
+
+/// Makes `stream` over `subjects` (replacing one of that name).
+pub async fn make_stream(name: &str, subjects: &[&str]) {
+    let jetstream = context().await;
+    let _ = jetstream.delete_stream(name).await;
+    jetstream
+        .create_stream(stream::Config {
+            name: name.to_owned(),
+            subjects: subjects.iter().map(|s| (*s).to_owned()).collect(),
+            ..Default::default()
+        })
+        .await
+        .expect("the stream is made");
+}
+
+/// Removes `stream` (the tests clean up the streams they make).
+pub async fn delete_stream(name: &str) {
+    let _ = context().await.delete_stream(name).await;
+}
