@@ -84,12 +84,17 @@ mod tests {
                 "a b".into()
             ])
         );
+        assert!(matches!(
+            SinkUri::parse("nats://127.0.0.1:4222/REEL?encoding=proto"),
+            Ok(SinkUri::Nats(_))
+        ));
         for bad in [
             "exec:",
             "exec:'open",
             "ftp://x",
             "file.jsonl",
-            "nats://127.0.0.1:4222/S",
+            "nats://127.0.0.1:4222",
+            "https://example.com/hook",
         ] {
             assert!(SinkUri::parse(bad).is_err(), "{bad}");
         }
