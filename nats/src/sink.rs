@@ -10,10 +10,13 @@ use async_nats::{
 use bytes::Bytes;
 use prost::Message;
 use reel_engine::{
-    Acks, CommittedEvent, Durability, LogEntry, LogPages, Output, OutputBatch, OutputKind,
-    SessionCatalog, Sink, SinkError, error_chain,
+    Acks, Durability, LogEntry, LogPages, OutputBatch, OutputKind, SessionCatalog, Sink, SinkError,
+    error_chain,
 };
-use reel_proto::{json, rpc::BackendEventFrame};
+use reel_proto::{
+    json::{self, FrameRef, LineRef},
+    rpc::BackendEventFrame,
+};
 use tokio::sync::{mpsc, watch};
 
 use crate::target::{Encoding, NatsTarget};
@@ -202,25 +205,14 @@ impl JetStreamSink {
                 Ok(Bytes::from(frame.encode_to_vec()))
             }
             Encoding::Json => {
-                let output = Output {
-                    session_id: Arc::clone(&self.session_id),
-                    request_id: Arc::from(""),
-                    kind: OutputKind::Event(Arc::new(CommittedEvent {
-                        entry: Arc::clone(entry),
-                        ui_events: Vec::new(),
-                        context: None,
-                    })),
+                let line = LineRef {
+                    session_id: &self.session_id,
+                    request_id: "",
+                    frame: FrameRef::BackendEvent(entry.backend_frame()),
                 };
-                let mut first = None;
-                output
-                    .for_each_line(true, |line| {
-                        if first.is_none() {
-                            first = Some(json::to_string(&line)?);
-                        }
-                        Ok::<_, serde_json::Error>(())
-                    })
-                    .map_err(|e| e.to_string())?;
-                first.map(Bytes::from).ok_or_else(|| "no frame".to_owned())
+                json::to_string(&line)
+                    .map(Bytes::from)
+                    .map_err(|e| e.to_string())
             }
         }
     }
