@@ -9,6 +9,11 @@ fn long_reply(deltas: usize) -> String {
     format!("turns:\n  - - repeat: {{times: {deltas}, steps: [{{text: \"word \"}}]}}\n")
 }
 
+/// Runs `command` with frames on stdout and `sink`.
+fn with_sink(command: &str, sink: &str) -> std::process::Output {
+    run(&["run-command", command, "--output", "jsonl", "--sink", sink])
+}
+
 #[test]
 fn the_child_reads_every_frame_and_every_logged_event_in_order() {
     let dir = tempfile::tempdir().unwrap();
@@ -16,14 +21,7 @@ fn the_child_reads_every_frame_and_every_logged_event_in_order() {
     let capture = dir.path().join("captured file.jsonl");
     // Quotes keep the path with a space one word; no shell splits it.
     let sink = format!("exec:sh -c 'cat > \"$0\"' '{}'", capture.display());
-    let output = run(&[
-        "run-command",
-        &command,
-        "--output",
-        "jsonl",
-        "--sink",
-        &sink,
-    ]);
+    let output = with_sink(&command, &sink);
     assert!(
         output.status.success(),
         "{}",
@@ -60,14 +58,7 @@ fn a_slow_child_misses_nothing() {
     let command = scripted_command(dir.path(), &long_reply(20_000));
     let capture = dir.path().join("slow.jsonl");
     let sink = format!("exec:sh -c 'sleep 1; cat > \"$0\"' {}", capture.display());
-    let output = run(&[
-        "run-command",
-        &command,
-        "--output",
-        "jsonl",
-        "--sink",
-        &sink,
-    ]);
+    let output = with_sink(&command, &sink);
     assert!(
         output.status.success(),
         "{}",
@@ -86,14 +77,7 @@ fn a_slow_child_misses_nothing() {
 fn a_child_that_dies_is_sink_failed_and_the_run_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let command = scripted_command(dir.path(), &long_reply(20_000));
-    let output = run(&[
-        "run-command",
-        &command,
-        "--output",
-        "jsonl",
-        "--sink",
-        "exec:head -c 100",
-    ]);
+    let output = with_sink(&command, "exec:head -c 100");
     let frames = parse_frames(&output.stdout);
     let failed = frames.iter().find_map(|f| match f.frame() {
         Frame::Error(error) if error.code == "sink_failed" => Some(error.clone()),
