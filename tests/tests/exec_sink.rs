@@ -108,7 +108,7 @@ fn sink_uris_are_checked_before_anything_runs() {
         ("exec:cat 'open", "quotes do not close"),
         ("exec:/nonexistent/program", "cannot start"),
     ] {
-        let output = run(&["run-command", &command, "--output", "jsonl", "--sink", uri]);
+        let output = with_sink(&command, uri);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{uri}: {stderr}");
         assert!(stderr.contains(says), "{uri}: {stderr}");
