@@ -3,12 +3,13 @@
 //!
 //! `exec:COMMAND` runs COMMAND (split into words as a shell would, quotes respected, but with
 //! no shell) with the session's frames on its stdin; `nats://HOST:PORT/STREAM` keeps the
-//! session's log in a JetStream stream (see the `reel-nats` crate).
+//! session's log in a JetStream stream (see the `reel-nats` crate); `http(s)://...` POSTs the
+//! frames to a webhook (see [`reel_sinks::WebhookSink`]).
 
 use anyhow::{Context, bail};
 use reel_engine::{SessionCatalog, Sink};
 use reel_nats::{JetStreamSink, NatsTarget};
-use reel_sinks::ExecSink;
+use reel_sinks::{ExecSink, WebhookSink, WebhookTarget};
 use tokio::sync::watch;
 
 /// A sink a URI names.
@@ -18,6 +19,8 @@ pub enum SinkUri {
     Exec(Vec<String>),
     /// `nats://HOST:PORT/STREAM[?subject_prefix=P&encoding=json|proto]`.
     Nats(NatsTarget),
+    /// `http(s)://HOST/PATH[?secret_env=NAME&batch=N&retry_for=DURATION]`.
+    Webhook(WebhookTarget),
 }
 
 impl SinkUri {
@@ -35,11 +38,11 @@ impl SinkUri {
             Some("nats") => NatsTarget::parse(uri)
                 .map(Self::Nats)
                 .map_err(|e| anyhow::anyhow!("sink {e}")),
-            Some(scheme @ ("http" | "https")) => bail!(
-                "sink {uri:?}: {scheme}:// (webhook) sinks are not in this build yet; the sinks are exec:COMMAND and nats://HOST:PORT/STREAM"
-            ),
+            Some("http" | "https") => WebhookTarget::parse(uri)
+                .map(Self::Webhook)
+                .map_err(|e| anyhow::anyhow!("sink {e}")),
             _ => bail!(
-                "sink {uri:?}: not a sink URI; the sinks are exec:COMMAND and nats://HOST:PORT/STREAM"
+                "sink {uri:?}: not a sink URI; the sinks are exec:COMMAND, nats://HOST:PORT/STREAM and http(s)://HOST/PATH (a webhook)"
             ),
         }
     }
@@ -65,6 +68,11 @@ impl SinkUri {
                     JetStreamSink::connect(target, session_id, store, stored, committed).await?;
                 Ok(Box::new(sink))
             }
+            Self::Webhook(target) => {
+                let sink = WebhookSink::new(target, session_id)
+                    .context("sink webhook: cannot build an HTTP client")?;
+                Ok(Box::new(sink))
+            }
         }
     }
 }
@@ -88,13 +96,18 @@ mod tests {
             SinkUri::parse("nats://127.0.0.1:4222/REEL?encoding=proto"),
             Ok(SinkUri::Nats(_))
         ));
+        assert!(matches!(
+            SinkUri::parse("https://example.com/hook?batch=10"),
+            Ok(SinkUri::Webhook(_))
+        ));
         for bad in [
             "exec:",
             "exec:'open",
             "ftp://x",
             "file.jsonl",
             "nats://127.0.0.1:4222",
-            "https://example.com/hook",
+            "https://example.com/hook?secret_env=REEL_TEST_UNSET_SECRET",
+            "https://example.com/hook?batch=none",
         ] {
             assert!(SinkUri::parse(bad).is_err(), "{bad}");
         }

@@ -92,7 +92,7 @@ impl<W: Write> JsonlFrameSink<W> {
     }
 }
 
-fn encode(
+pub(crate) fn encode(
     output: &Output,
     include_backend_events: bool,
     out: &mut impl Write,

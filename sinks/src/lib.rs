@@ -10,7 +10,8 @@
 //! * [`FollowTextSink`]: a followed session for people (`reel tail` on a terminal);
 //! * [`TurnsDocumentSink`]: the model context as a JSON list of chat messages;
 //! * [`EventCountSink`]: how many events of each kind the session appended;
-//! * [`ExecSink`]: the frames on a child process's stdin (`--sink exec:COMMAND`).
+//! * [`ExecSink`]: the frames on a child process's stdin (`--sink exec:COMMAND`);
+//! * [`WebhookSink`]: the frames POSTed to a webhook, batched and signed (`--sink https://...`).
 //!
 //! * [`TimelineDbSink`]: the log, entities and snapshots in a durable store, acknowledged;
 //! * [`TurnsDbSink`]: after each run, the model context the next run starts from.
@@ -27,6 +28,7 @@ mod timeline_db;
 mod transcript;
 mod turns_db;
 mod turns_document;
+mod webhook;
 
 #[cfg(test)]
 mod tests;
@@ -44,3 +46,4 @@ pub use timeline_db::TimelineDbSink;
 pub use transcript::{Transcript, TranscriptFormat, TranscriptSink};
 pub use turns_db::TurnsDbSink;
 pub use turns_document::TurnsDocumentSink;
+pub use webhook::{SigningKey, WebhookSink, WebhookTarget, WebhookUriError};

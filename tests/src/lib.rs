@@ -22,6 +22,7 @@ pub mod sse_server;
 pub mod stored;
 mod timeline_db;
 pub mod virtualenv;
+pub mod webhook_receiver;
 
 pub use local_llm::local_llm_python;
 pub use peak_rss::PeakRss;
