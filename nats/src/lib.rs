@@ -7,9 +7,16 @@
 //! twice. When the sink starts it asks the stream for the session's last event and publishes
 //! what the session's store holds after it, so a crash between a commit and its publication
 //! neither loses nor repeats an event. The stream is created when missing.
+//!
+//! [`JetStreamLog`] reads a session's log back from the stream, following it as it grows
+//! (`reel tail --from nats://...`).
 
+mod connection;
+mod log;
 mod sink;
 mod target;
 
-pub use sink::{JetStreamSink, NatsError};
+pub use connection::NatsError;
+pub use log::JetStreamLog;
+pub use sink::JetStreamSink;
 pub use target::{Encoding, NatsTarget};

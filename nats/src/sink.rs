@@ -1,11 +1,11 @@
 //! The JetStream sink: connects, catches the stream up with the session's store, then
 //! publishes each committed event and acknowledges it once JetStream has.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use async_nats::{
-    ConnectOptions, HeaderMap,
-    jetstream::{self, Context, context::PublishAckFuture, stream},
+    HeaderMap,
+    jetstream::{Context, context::PublishAckFuture, stream},
 };
 use bytes::Bytes;
 use prost::Message;
@@ -19,37 +19,10 @@ use reel_proto::{
 };
 use tokio::sync::{mpsc, watch};
 
-use crate::target::{Encoding, NatsTarget};
-
-/// How long connecting, and each acknowledgement, may take.
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The header with the event's ordinal, read back on start.
-const ORDINAL_HEADER: &str = "Reel-Ordinal";
-
-/// Why the sink could not start or go on.
-#[derive(Debug, thiserror::Error)]
-pub enum NatsError {
-    #[error("cannot connect to NATS at {server}: {source}")]
-    Connect {
-        server: String,
-        source: async_nats::ConnectError,
-    },
-    #[error("JetStream stream {stream}: {message}")]
-    Stream { stream: String, message: String },
-    #[error("session id {0:?} cannot be part of a NATS subject (it has '.', '*', '>' or a space)")]
-    Subject(String),
-    #[error("cannot publish event {ordinal} to JetStream: {message}")]
-    Publish { ordinal: u64, message: String },
-    #[error("cannot read the session's store to catch the stream up: {0}")]
-    Store(String),
-}
-
-impl From<NatsError> for SinkError {
-    fn from(error: NatsError) -> Self {
-        SinkError::Io(std::io::Error::other(error.to_string()))
-    }
-}
+use crate::{
+    connection::{NatsError, ORDINAL_HEADER, TIMEOUT, connect, last_ordinal},
+    target::{Encoding, NatsTarget},
+};
 
 /// A session's log in a JetStream stream; durable: the session waits for its acknowledgements.
 pub struct JetStreamSink {
@@ -75,18 +48,7 @@ impl JetStreamSink {
         stored: u64,
         store_committed: Option<watch::Receiver<u64>>,
     ) -> Result<Self, NatsError> {
-        if session_id.contains(['.', '*', '>', ' ', '\t']) {
-            return Err(NatsError::Subject(session_id.to_owned()));
-        }
-        let client = ConnectOptions::new()
-            .connection_timeout(TIMEOUT)
-            .connect(target.server.as_str())
-            .await
-            .map_err(|source| NatsError::Connect {
-                server: target.server.clone(),
-                source,
-            })?;
-        let jetstream = jetstream::new(client);
+        let jetstream = connect(target, session_id).await?;
         let stream_error = |message: String| NatsError::Stream {
             stream: target.stream.clone(),
             message,
@@ -215,21 +177,6 @@ impl JetStreamSink {
                     .map_err(|e| e.to_string())
             }
         }
-    }
-}
-
-/// The ordinal of the last message on `subject` (0 when there is none).
-async fn last_ordinal(stream: &mut stream::Stream, subject: &str) -> Result<u64, String> {
-    match stream.get_last_raw_message_by_subject(subject).await {
-        Ok(message) => message
-            .headers
-            .get(ORDINAL_HEADER)
-            .and_then(|value| value.as_str().parse().ok())
-            .ok_or_else(|| format!("the last message on {subject} has no {ORDINAL_HEADER} header")),
-        Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
-        Err(error) => Err(format!(
-            "cannot read the last message on {subject}: {error}"
-        )),
     }
 }
 

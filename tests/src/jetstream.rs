@@ -22,6 +22,17 @@ async fn context() -> jetstream::Context {
     jetstream::new(client)
 }
 
+/// A stream name of this test run's own, and its subject prefix (streams may not share
+/// subjects).
+pub fn stream_name(test: &str) -> String {
+    format!("REEL_TEST_{test}_{}", std::process::id())
+}
+
+/// The sink URI of `stream`, its subjects `STREAM.SESSION.events`.
+pub fn sink_of(stream: &str) -> String {
+    format!("nats://127.0.0.1:4222/{stream}?subject_prefix={stream}")
+}
+
 /// Every message of `stream`, in stream order.
 pub async fn stream_events(stream: &str) -> Vec<StreamedEvent> {
     let jetstream = context().await;

@@ -18,6 +18,7 @@ mod peak_rss;
 mod pg_schema;
 mod rpc_client;
 pub mod served;
+mod spawned;
 pub mod sse_server;
 pub mod stored;
 mod timeline_db;
@@ -28,6 +29,7 @@ pub use local_llm::local_llm_python;
 pub use peak_rss::PeakRss;
 pub use pg_schema::PgSchema;
 pub use rpc_client::{RpcClient, assert_request_scoped};
+pub use spawned::Spawned;
 pub use timeline_db::{TimelineDb, TurnUsage};
 
 #[doc(hidden)]

@@ -11,20 +11,9 @@ use std::{
 use reel_proto::rpc::rpc_line::Frame;
 use reel_tests::{
     TimelineDb,
-    jetstream::{delete_stream, make_stream, stream_events},
+    jetstream::{delete_stream, make_stream, sink_of, stream_events, stream_name},
     parse_frames, reel, run, scripted_command,
 };
-
-/// A stream name of this test run's own, and its subject prefix (streams may not share
-/// subjects).
-fn stream_name(test: &str) -> String {
-    format!("REEL_TEST_{test}_{}", std::process::id())
-}
-
-/// The sink URI of `stream`, its subjects `STREAM.SESSION.events`.
-fn sink_of(stream: &str) -> String {
-    format!("nats://127.0.0.1:4222/{stream}?subject_prefix={stream}")
-}
 
 /// Checks that `stream` holds every event of session `id` in `db` exactly once, in order.
 async fn assert_stream_holds_the_log(stream: &str, db: &std::path::Path, id: &str) -> usize {

@@ -14,7 +14,7 @@ use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use reel_proto::rpc::rpc_line::Frame;
 use reel_tests::{
-    FrameLine, parse_frames, reel, run, scripted_command,
+    FrameLine, Spawned, parse_frames, reel, run, scripted_command,
     webhook_receiver::{Plan, Post, WebhookReceiver},
 };
 use sha2::Sha256;
@@ -170,11 +170,11 @@ fn an_endpoint_that_comes_up_late_misses_nothing() {
     let command = scripted_command(dir.path(), &long_reply(300));
     let port = WebhookReceiver::free_port();
     let sink = format!("http://127.0.0.1:{port}/hook?retry_for=2m");
-    let reel = reel(&args(&command, &sink))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let reel = Spawned::start(
+        reel(&args(&command, &sink))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     // Connections are refused until the endpoint is up; the sink keeps retrying meanwhile.
     std::thread::sleep(Duration::from_millis(1_500));
     let endpoint = WebhookReceiver::start_on(port, Plan::default());
@@ -246,10 +246,7 @@ fn a_slow_endpoint_does_not_hold_the_session() {
         held: true,
         ..Plan::default()
     });
-    let mut reel = reel(&args(&command, &endpoint.url()))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut reel = Spawned::start(reel(&args(&command, &endpoint.url())).stdout(Stdio::piped()));
     let stdout = reel.stdout.take().unwrap();
     let (lines, received) = mpsc::channel();
     std::thread::spawn(move || {

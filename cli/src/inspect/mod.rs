@@ -16,6 +16,7 @@ pub mod replay;
 pub mod sessions;
 pub mod show;
 pub mod tail;
+mod tail_jetstream;
 
 use indicatif::ProgressBar;
 use reel_engine::error_chain;

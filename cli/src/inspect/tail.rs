@@ -8,6 +8,9 @@
 //! Without `--wait`, tail of a session nobody writes prints it and ends. With `--wait` it waits
 //! for the database, the session and a writer to appear, and ends when that writer has gone.
 //!
+//! `--after N` starts at ordinal N instead of the end; `--from nats://...` reads the session
+//! from a JetStream stream instead of a database (`tail_jetstream.rs`).
+//!
 //! SQLite is polled (a cheap indexed query); PostgreSQL wakes tail with LISTEN/NOTIFY, every
 //! commit notifying the `reel_events` channel, and is polled once a second besides, to notice a
 //! writer that died.
@@ -43,6 +46,14 @@ pub struct TailArgs {
     /// What to print (default: text on a terminal, frames otherwise).
     #[arg(long, value_enum)]
     pub output: Option<TailOutput>,
+    /// Start after this ordinal: the snapshot there, then every later event (default: the end
+    /// of what is stored, so that only new events follow the snapshot).
+    #[arg(long, value_name = "ORDINAL")]
+    pub after: Option<u64>,
+    /// Read the session from the JetStream stream a `--sink nats://...` keeps, not from a
+    /// database: nats://HOST:PORT/STREAM[?subject_prefix=P&encoding=json|proto].
+    #[arg(long, value_name = "URI", conflicts_with_all = ["timeline_db", "timeline_dsn"])]
+    pub from: Option<String>,
     /// How often to look for new events in a SQLite database, in ms.
     #[arg(long, value_name = "MS", default_value_t = 50)]
     pub poll_ms: u64,
@@ -51,14 +62,21 @@ pub struct TailArgs {
 }
 
 pub async fn run(args: TailArgs) -> anyhow::Result<()> {
+    if let Some(uri) = &args.from {
+        return super::tail_jetstream::run(&args, uri).await;
+    }
     let id = args.session_id.as_str();
     let mut interrupted = std::pin::pin!(tokio::signal::ctrl_c());
-    let Some((mut reader, events)) = (tokio::select! {
+    let Some((mut reader, stored)) = (tokio::select! {
         found = find(&args) => found?,
         _ = &mut interrupted => None,
     }) else {
         return Ok(());
     };
+    let events = args.after.unwrap_or(stored);
+    if events > stored {
+        anyhow::bail!("--after {events} is past the end of session {id} (it has {stored} events)");
+    }
     let store = &mut reader.store;
     let output = args.output.unwrap_or(if std::io::stdout().is_terminal() {
         TailOutput::Text
