@@ -156,9 +156,15 @@ pub struct RunCommandArgs {
     pub include_backend_events: bool,
     /// One more output of the session (repeatable): exec:COMMAND runs COMMAND with the frames
     /// on its stdin, one JSON line each; nats://HOST:PORT/STREAM keeps the log in a JetStream
-    /// stream (durable: done waits for its acknowledgements).
+    /// stream (durable: done waits for its acknowledgements); http(s)://HOST/PATH POSTs the
+    /// frames to a webhook (batched, retried, signed with ?secret_env=NAME).
     #[arg(long = "sink", value_name = "URI")]
     pub sinks: Vec<String>,
+    /// Export traces of the session's runs, model calls and tool executions over OTLP
+    /// (HTTP/protobuf) to this base URL (spans go to URL/v1/traces); the standard
+    /// OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_* variables do the same.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// Keep the session under this id in the timeline database (default database: the user's
     /// data folder). A new id starts a session; an existing one needs --resume.
     #[arg(long, value_name = "ID")]

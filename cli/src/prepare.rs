@@ -6,10 +6,11 @@ use reel_engine::{
     AnthropicProvider, Budget, Budgets, ContextPolicy, HttpConfig, ModelSettings, OpenAiProvider,
     Provider, Script, ScriptedProvider, Toolbox,
 };
+use reel_otel::Traces;
 
 use crate::{
     cli::{Invocation, ProviderName, RunCommandArgs},
-    command_file::ProviderDefaults,
+    command_file::{CommandFile, ProviderDefaults},
     same_file::InUse,
     sink_uri::SinkUri,
 };
@@ -217,13 +218,23 @@ pub fn prepare(invocation: &Invocation) -> anyhow::Result<Prepared> {
         budgets: budgets(args, command.budget, settings_pricing)?,
         context_policy,
         mcp_servers: command.mcp_servers.clone(),
-        sinks: args
-            .sinks
-            .iter()
-            .chain(&command.sinks)
-            .map(|uri| SinkUri::parse(uri))
-            .collect::<anyhow::Result<_>>()?,
+        sinks: sinks(args, command)?,
     })
+}
+
+/// The sinks `--sink` and the command file's `sinks:` name, and the OTLP traces when
+/// `--otlp-endpoint` or the `OTEL_EXPORTER_OTLP_*` variables ask for them.
+fn sinks(args: &RunCommandArgs, command: &CommandFile) -> anyhow::Result<Vec<SinkUri>> {
+    let mut sinks = args
+        .sinks
+        .iter()
+        .chain(&command.sinks)
+        .map(|uri| SinkUri::parse(uri))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(traces) = Traces::from_env_or(args.otlp_endpoint.as_deref())? {
+        sinks.push(SinkUri::Traces(traces));
+    }
+    Ok(sinks)
 }
 
 /// The command file's budgets with the flags' run limits over them.

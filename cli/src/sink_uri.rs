@@ -9,6 +9,7 @@
 use anyhow::{Context, bail};
 use reel_engine::{SessionCatalog, Sink};
 use reel_nats::{JetStreamSink, NatsTarget};
+use reel_otel::Traces;
 use reel_sinks::{ExecSink, WebhookSink, WebhookTarget};
 use tokio::sync::watch;
 
@@ -21,6 +22,8 @@ pub enum SinkUri {
     Nats(NatsTarget),
     /// `http(s)://HOST/PATH[?secret_env=NAME&batch=N&retry_for=DURATION]`.
     Webhook(WebhookTarget),
+    /// OTLP traces (`--otlp-endpoint` or the `OTEL_EXPORTER_OTLP_*` variables; no URI).
+    Traces(Traces),
 }
 
 impl SinkUri {
@@ -68,6 +71,7 @@ impl SinkUri {
                     JetStreamSink::connect(target, session_id, store, stored, committed).await?;
                 Ok(Box::new(sink))
             }
+            Self::Traces(traces) => Ok(Box::new(traces.sink(session_id))),
             Self::Webhook(target) => {
                 let sink = WebhookSink::new(target, session_id)
                     .context("sink webhook: cannot build an HTTP client")?;

@@ -14,6 +14,7 @@ pub mod acp_client;
 pub mod jetstream;
 mod local_llm;
 pub mod mcp_server;
+pub mod otlp_receiver;
 mod peak_rss;
 mod pg_schema;
 mod rpc_client;
@@ -298,7 +299,7 @@ mod tests {
         let root = super::repo_root();
         let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
         assert!(readme.contains(
-            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine\n                        -> server  -> engine\n                        -> acp     -> mcp     -> engine\n                        -> mcp     -> engine\n                        -> nats    -> engine\n                        -> allocator"
+            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine\n                        -> server  -> engine\n                        -> acp     -> mcp     -> engine\n                        -> mcp     -> engine\n                        -> nats    -> engine\n                        -> otel    -> engine\n                        -> allocator"
         ));
         let expected: &[(&str, &[&str])] = &[
             (
@@ -309,6 +310,7 @@ mod tests {
                     "reel-engine",
                     "reel-mcp",
                     "reel-nats",
+                    "reel-otel",
                     "reel-proto",
                     "reel-server",
                     "reel-sinks",
@@ -319,6 +321,7 @@ mod tests {
             ("acp", &["reel-engine", "reel-mcp", "reel-proto"]),
             ("mcp", &["reel-engine", "reel-proto"]),
             ("nats", &["reel-engine", "reel-proto"]),
+            ("otel", &["reel-engine", "reel-proto"]),
             ("allocator", &[]),
             ("sinks", &["reel-engine", "reel-proto"]),
             ("storage", &["reel-engine", "reel-proto"]),

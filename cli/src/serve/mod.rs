@@ -55,9 +55,14 @@ pub struct ServeArgs {
     pub public_url: Option<String>,
     /// One more output of every session (repeatable), as run-command's --sink: exec:COMMAND
     /// starts COMMAND for each session loaded, with its frames on its stdin;
-    /// nats://HOST:PORT/STREAM keeps every session's log in a JetStream stream.
+    /// nats://HOST:PORT/STREAM keeps every session's log in a JetStream stream;
+    /// http(s)://HOST/PATH POSTs each session's frames to a webhook.
     #[arg(long = "sink", value_name = "URI")]
     pub sinks: Vec<String>,
+    /// Export traces of every session over OTLP (HTTP/protobuf) to this base URL; the standard
+    /// OTEL_EXPORTER_OTLP_* variables do the same.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// The environment variable holding the bearer token every route but /healthz needs.
     #[arg(long, value_name = "NAME")]
     pub token_env: Option<String>,

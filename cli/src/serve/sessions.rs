@@ -92,6 +92,7 @@ impl Setup {
         ])?
         .args;
         template.sinks = args.sinks.clone();
+        template.otlp_endpoint = args.otlp_endpoint.clone();
         Ok(Self {
             commands: Commands {
                 default: args.command.clone(),
