@@ -1,7 +1,9 @@
 //! `--sink nats://127.0.0.1:4222/STREAM` against the machine's NATS server with JetStream: every
-//! stored event once and in order, a killed writer's session caught up on resume, a store-only
-//! session's events published when the sink first joins, and a stream that refuses the
-//! session's subject failing the run as a database failure would.
+//! stored event once and in order (read with the Rust client and with the official Python
+//! one, `nats-py`), a killed writer's session caught up on resume, a store-only session's
+//! events published when the sink first joins, a stream that refuses the session's subject
+//! failing the run as a database failure would, and an unreachable server refused before
+//! anything runs.
 
 use std::{
     io::{BufRead, BufReader},
@@ -11,7 +13,9 @@ use std::{
 use reel_proto::rpc::rpc_line::Frame;
 use reel_tests::{
     TimelineDb,
-    jetstream::{delete_stream, make_stream, sink_of, stream_events, stream_name},
+    jetstream::{
+        delete_stream, make_stream, read_with_python, sink_of, stream_events, stream_name,
+    },
     parse_frames, reel, run, scripted_command,
 };
 
@@ -71,6 +75,20 @@ async fn every_stored_event_is_in_the_stream_once_and_in_order() {
     }
     let held = assert_stream_holds_the_log(&stream, &db, "n1").await;
     assert!(held > 30, "two runs' events: {held}");
+    // A second client library reads the same: every event once, in order, with its headers.
+    let subject = format!("{stream}.n1.events");
+    let read = tokio::task::spawn_blocking({
+        let stream = stream.clone();
+        move || read_with_python(&stream, &subject)
+    })
+    .await
+    .unwrap();
+    assert_eq!(read.len(), held);
+    for (message, ordinal) in read.iter().zip(1u64..) {
+        assert_eq!(message["msg_id"], format!("n1:{ordinal}"));
+        assert_eq!(message["ordinal_header"], ordinal.to_string());
+        assert_eq!(message["ordinal"], ordinal.to_string());
+    }
     delete_stream(&stream).await;
 }
 
@@ -175,13 +193,20 @@ async fn a_stream_that_refuses_the_session_fails_the_run_like_a_database() {
 
 #[tokio::test]
 async fn a_closed_port_is_a_clear_error_before_anything_runs() {
-    let output = run(&[
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let stored = [
         "run-command",
         "examples/weather-tool.yaml",
         "--rpc",
-        "--sink",
-        "nats://127.0.0.1:1/REEL_TEST_CLOSED",
-    ]);
+        "--session-id",
+        "closed",
+        "--timeline-db",
+        db.to_str().unwrap(),
+    ];
+    let mut with_sink = stored.to_vec();
+    with_sink.extend(["--sink", "nats://127.0.0.1:1/REEL_TEST_CLOSED"]);
+    let output = run(&with_sink);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
@@ -190,6 +215,14 @@ async fn a_closed_port_is_a_clear_error_before_anything_runs() {
     );
     let frames = parse_frames(&output.stdout);
     assert!(frames.iter().all(|f| f.ui_name() != Some("ChatRunStarted")));
+    // The session that never ran is not left behind: the same command without the sink
+    // starts it anew (no --resume needed), and it runs.
+    let output = run(&stored);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@
 
 mod durable;
 mod export;
+mod jetstream;
 mod provider;
 mod reply_memory;
 mod serve;
@@ -56,6 +57,10 @@ pub struct BenchArgs {
     /// Also measure this PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/test.
     #[arg(long, value_name = "URL")]
     pub postgres: Option<String>,
+    /// Also measure the JetStream sink on this NATS server, beside the SQLite sink, e.g.
+    /// nats://127.0.0.1:4222 (a stream of the bench's own, deleted at the end).
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
     /// Measure `reel serve` only: many sessions, two event-stream subscribers each.
     #[arg(long)]
     pub serve: bool,
@@ -131,6 +136,21 @@ pub async fn run(args: BenchArgs) -> u8 {
         }
     };
     println!();
+    let streamed_out = match &args.nats {
+        None => 0,
+        Some(server) => {
+            let result = jetstream::run(args.durable_deltas.max(10), server).await;
+            println!();
+            match result {
+                Ok(true) => 0,
+                Ok(false) => 1,
+                Err(error) => {
+                    eprintln!("reel bench: JetStream: {}", error_chain(&*error));
+                    1
+                }
+            }
+        }
+    };
     let exported = match export::run(args.export_events.max(100), args.list_sessions).await {
         Ok(true) => 0,
         Ok(false) => 1,
@@ -146,6 +166,7 @@ pub async fn run(args: BenchArgs) -> u8 {
         .max(stored)
         .max(fetched)
         .max(exported)
+        .max(streamed_out)
 }
 
 /// Runs one prompt ("bench") to its end: no request id, no system prompt, nothing cancels it.
