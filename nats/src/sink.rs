@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_nats::{
     HeaderMap,
-    jetstream::{Context, context::PublishAckFuture, stream},
+    jetstream::{Context, context::PublishAckFuture},
 };
 use bytes::Bytes;
 use prost::Message;
@@ -54,13 +54,19 @@ impl JetStreamSink {
             message,
         };
         let mut stream = jetstream
-            .get_or_create_stream(stream::Config {
-                name: target.stream.clone(),
-                subjects: vec![format!("{}.*.events", target.prefix)],
-                ..Default::default()
-            })
+            .get_or_create_stream(target.stream_config())
             .await
             .map_err(|e| stream_error(e.to_string()))?;
+        let kept = &stream.cached_info().config;
+        if (kept.retention, kept.storage) != (target.retention, target.storage) {
+            // An existing stream keeps its own configuration; the URI's is for creating one.
+            tracing::warn!(
+                "JetStream stream {} exists with retention {:?} and storage {:?}, not as the sink URI asks",
+                target.stream,
+                kept.retention,
+                kept.storage
+            );
+        }
         let subject = target.subject(session_id);
         let held = last_ordinal(&mut stream, &subject)
             .await

@@ -1,4 +1,11 @@
-//! Where a JetStream sink publishes: `nats://HOST:PORT/STREAM[?subject_prefix=P&encoding=E]`.
+//! Where a JetStream sink publishes: `nats://HOST:PORT/STREAM[?OPTIONS]`, options
+//! `subject_prefix=P`, `encoding=json|proto`, and for a stream the sink creates,
+//! `retention=limits|interest|workqueue`, `storage=file|memory`, `max_age=DURATION` and
+//! `replicas=N`.
+
+use std::time::Duration;
+
+use async_nats::jetstream::stream::{self, RetentionPolicy, StorageType};
 
 /// How each event is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +25,12 @@ pub struct NatsTarget {
     /// Subjects are `PREFIX.SESSION.events`.
     pub prefix: String,
     pub encoding: Encoding,
+    /// How a stream the sink creates keeps messages.
+    pub retention: RetentionPolicy,
+    pub storage: StorageType,
+    /// How long a created stream keeps a message (zero: no limit).
+    pub max_age: Duration,
+    pub replicas: usize,
 }
 
 impl NatsTarget {
@@ -49,6 +62,10 @@ impl NatsTarget {
             stream: stream.to_owned(),
             prefix: "reel".to_owned(),
             encoding: Encoding::Json,
+            retention: RetentionPolicy::Limits,
+            storage: StorageType::File,
+            max_age: Duration::ZERO,
+            replicas: 1,
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
@@ -57,14 +74,41 @@ impl NatsTarget {
                 }
                 Some(("encoding", "json")) => target.encoding = Encoding::Json,
                 Some(("encoding", "proto")) => target.encoding = Encoding::Proto,
+                Some(("retention", "limits")) => target.retention = RetentionPolicy::Limits,
+                Some(("retention", "interest")) => target.retention = RetentionPolicy::Interest,
+                Some(("retention", "workqueue")) => {
+                    target.retention = RetentionPolicy::WorkQueue;
+                }
+                Some(("storage", "file")) => target.storage = StorageType::File,
+                Some(("storage", "memory")) => target.storage = StorageType::Memory,
+                Some(("max_age", age)) if humantime::parse_duration(age).is_ok() => {
+                    target.max_age = humantime::parse_duration(age).unwrap_or_default();
+                }
+                Some(("replicas", n)) if matches!(n.parse(), Ok(1..=5)) => {
+                    target.replicas = n.parse().unwrap_or(1);
+                }
                 _ => {
                     return Err(format!(
-                        "{uri:?}: {pair:?} is not an option (subject_prefix=NAME, encoding=json|proto)"
+                        "{uri:?}: {pair:?} is not an option (subject_prefix=NAME, encoding=json|proto, retention=limits|interest|workqueue, storage=file|memory, max_age=DURATION, replicas=1..5)"
                     ));
                 }
             }
         }
         Ok(target)
+    }
+
+    /// The stream the sink creates when it is missing: the sessions' subjects, kept as the
+    /// options say.
+    pub fn stream_config(&self) -> stream::Config {
+        stream::Config {
+            name: self.stream.clone(),
+            subjects: vec![format!("{}.*.events", self.prefix)],
+            retention: self.retention,
+            storage: self.storage,
+            max_age: self.max_age,
+            num_replicas: self.replicas,
+            ..Default::default()
+        }
     }
 
     /// The subject session `session_id`'s events go to.
@@ -86,11 +130,28 @@ mod tests {
         assert_eq!(target.stream, "REEL");
         assert_eq!(target.encoding, Encoding::Proto);
         assert_eq!(target.subject("s1"), "app.s1.events");
+        assert_eq!(target.retention, RetentionPolicy::Limits);
+        let kept = NatsTarget::parse(
+            "nats://h:1/S?retention=interest&storage=memory&max_age=1h&replicas=3",
+        )
+        .unwrap()
+        .stream_config();
+        assert_eq!(kept.retention, RetentionPolicy::Interest);
+        assert_eq!(kept.storage, StorageType::Memory);
+        assert_eq!(kept.max_age, Duration::from_secs(3600));
+        assert_eq!(
+            (kept.num_replicas, kept.subjects[0].as_str()),
+            (3, "reel.*.events")
+        );
         for bad in [
             "nats://127.0.0.1:4222",
             "nats:///S",
             "nats://h:1/a.b",
             "nats://h:1/S?x=1",
+            "nats://h:1/S?retention=forever",
+            "nats://h:1/S?storage=disk",
+            "nats://h:1/S?max_age=soon",
+            "nats://h:1/S?replicas=9",
             "http://h/S",
         ] {
             assert!(NatsTarget::parse(bad).is_err(), "{bad}");

@@ -64,6 +64,16 @@ pub async fn stream_events(stream: &str) -> Vec<StreamedEvent> {
     events
 }
 
+/// How `stream` is configured.
+pub async fn stream_config(stream: &str) -> stream::Config {
+    let mut stream = context()
+        .await
+        .get_stream(stream)
+        .await
+        .expect("the stream exists");
+    stream.info().await.expect("stream info").config.clone()
+}
+
 /// Makes `stream` over `subjects` (replacing one of that name).
 pub async fn make_stream(name: &str, subjects: &[&str]) {
     let jetstream = context().await;

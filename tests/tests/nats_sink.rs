@@ -14,7 +14,8 @@ use reel_proto::rpc::rpc_line::Frame;
 use reel_tests::{
     TimelineDb,
     jetstream::{
-        delete_stream, make_stream, read_with_python, sink_of, stream_events, stream_name,
+        delete_stream, make_stream, read_with_python, sink_of, stream_config, stream_events,
+        stream_name,
     },
     parse_frames, reel, run, scripted_command,
 };
@@ -260,5 +261,34 @@ async fn with_encoding_proto_each_message_is_the_events_protobuf() {
         assert_eq!(frame.ordinal, event.ordinal);
         assert_eq!(frame.payload.unwrap().type_name(), frame.name);
     }
+    delete_stream(&stream).await;
+}
+
+#[tokio::test]
+async fn a_stream_the_sink_creates_is_kept_as_the_uri_says() {
+    use async_nats::jetstream::stream::{RetentionPolicy, StorageType};
+    let stream = stream_name("options");
+    delete_stream(&stream).await;
+    let sink = format!(
+        "{}&retention=interest&storage=memory&max_age=1h",
+        sink_of(&stream)
+    );
+    let output = run(&["run-command", "examples/haiku.yaml", "--sink", &sink]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let config = stream_config(&stream).await;
+    assert_eq!(config.retention, RetentionPolicy::Interest);
+    assert_eq!(config.storage, StorageType::Memory);
+    assert_eq!(config.max_age, std::time::Duration::from_secs(3600));
+    assert_eq!(config.subjects, [format!("{stream}.*.events")]);
+    // Run again asking for another storage: the stream keeps its own, and reel says so.
+    let file = format!("{}&storage=file", sink_of(&stream));
+    let output = run(&["run-command", "examples/haiku.yaml", "--sink", &file]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("not as the sink URI asks"), "{stderr}");
     delete_stream(&stream).await;
 }
