@@ -50,6 +50,16 @@ impl Served {
         Self::start_on(command, &["--timeline-dsn", dsn], &[], &[])
     }
 
+    /// As [`Served::start_postgres`], with the turns in the same database.
+    pub fn start_postgres_with_turns(command: &str, dsn: &str) -> Self {
+        Self::start_on(
+            command,
+            &["--timeline-dsn", dsn, "--turns-dsn", dsn],
+            &[],
+            &[],
+        )
+    }
+
     /// A node of a scale-out on the PostgreSQL database `dsn`, listening on `port` and
     /// registered at `http://127.0.0.1:PORT`.
     pub fn start_node(command: &str, dsn: &str, port: u16) -> Self {

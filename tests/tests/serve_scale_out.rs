@@ -174,7 +174,9 @@ async fn a_server_whose_connection_ends_connects_again() {
     let Some(schema) = reel_tests::postgres() else {
         return;
     };
-    let served = Served::start_postgres(&reel_tests::served::echo_command(), &schema.dsn);
+    // The turns too: their shared connection ends as well and must come back.
+    let served =
+        Served::start_postgres_with_turns(&reel_tests::served::echo_command(), &schema.dsn);
     served.create("r").await;
     assert_eq!(served.reply("r", "before").await, "before");
 
@@ -208,9 +210,16 @@ async fn a_server_whose_connection_ends_connects_again() {
     }
     assert_eq!(replied.as_deref(), Some("after"));
     let dsn = schema.dsn.clone();
-    let stored = tokio::task::spawn_blocking(move || TimelineDb::connect(&dsn).events("r"))
-        .await
-        .unwrap();
+    let (stored, turns) = tokio::task::spawn_blocking(move || {
+        let mut db = TimelineDb::connect(&dsn);
+        (db.events("r"), db.turns("r"))
+    })
+    .await
+    .unwrap();
     let ordinals: Vec<u64> = stored.iter().map(|e| e.ordinal).collect();
     assert_eq!(ordinals, (1..=ordinals.len() as u64).collect::<Vec<_>>());
+    // The run after the reconnection has its turn, written on the turns' new connection.
+    let last = turns.last().expect("turns");
+    assert_eq!(last.1, *ordinals.last().unwrap(), "{turns:?}");
+    assert!(last.2.to_string().contains("after"), "{}", last.2);
 }

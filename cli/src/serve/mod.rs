@@ -6,6 +6,7 @@
 mod commands;
 mod node;
 mod sessions;
+mod shared_connection;
 
 pub(crate) use commands::Commands;
 pub(crate) use sessions::{CommandSessions, RunCommandLine, Setup};

@@ -17,7 +17,10 @@ use reel_engine::{
 use reel_server::{ExportFormat, SessionConfig, SessionSource, SourceError};
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
 
-use super::commands::{self, Commands};
+use super::{
+    commands::{self, Commands},
+    shared_connection::SharedConnection,
+};
 use crate::{
     cli::{Invocation, RunCommandArgs},
     command_file::CommandFile,
@@ -33,11 +36,9 @@ use reel_mcp::McpServerConfig;
 pub(crate) struct CommandSessions {
     /// The database's writing connection: every session writes through it, in turns (see
     /// [`TimelineStore::shared`]), and reads through the one reading connection beside it.
-    /// Replaced by a new one when it no longer answers ([`CommandSessions::store`]).
-    base: std::sync::RwLock<TimelineStore>,
-    location: Location,
+    base: SharedConnection,
     /// The turns database's, when there is one.
-    turns: Option<TimelineStore>,
+    turns: Option<SharedConnection>,
     shown: String,
     commands: Commands,
     /// `run-command`'s flags for a served session, but its id and command file.
@@ -121,16 +122,18 @@ impl CommandSessions {
             // One SQLite file for both: a connection beside the first, never a second open
             // (which would drop this process's locks on it).
             Some(at) if persistence::same_sqlite_file(&at, Some(&location)) => {
-                Some(base.sibling().await?)
+                Some(SharedConnection::new(base.sibling().await?, at))
             }
-            Some(at) => Some(open_timeline(&at, Access::ReadWrite).await?),
+            Some(at) => Some(SharedConnection::new(
+                open_timeline(&at, Access::ReadWrite).await?,
+                at,
+            )),
             None => None,
         };
         let sessions = Self {
-            base: std::sync::RwLock::new(base),
             turns,
             shown: location.shown(),
-            location,
+            base: SharedConnection::new(base, location),
             commands,
             template,
         };
@@ -148,56 +151,18 @@ impl CommandSessions {
         Ok(sessions)
     }
 
-    /// A store on the server's reading or writing connection.
+    /// A store on the server's reading or writing connection, connected again when it no
+    /// longer answers.
     async fn beside(&self, kind: Connection) -> Result<TimelineStore, SourceError> {
         match kind {
-            Connection::Writing => self.store().await,
-            // The reading connection is checked alone (one round trip, not two).
-            Connection::Reading => {
-                let mut reader = self.current().reader().await.map_err(failed)?;
-                if reader.ping().await.is_ok() {
-                    return Ok(reader);
-                }
-                self.reconnect().await?.reader().await.map_err(failed)
-            }
+            Connection::Writing => self.base.store().await,
+            Connection::Reading => self.base.reader().await,
         }
     }
 
-    /// A store on the writing connection, connected again when it no longer answers: a
-    /// PostgreSQL connection ends with a server restart, a network failure or a
-    /// `--steal-lease`, and the sessions it wrote with it (their locks were its own) stop;
-    /// the ones loaded after use the new one.
+    /// A store on the writing connection (see [`SharedConnection::store`]).
     pub(super) async fn store(&self) -> Result<TimelineStore, SourceError> {
-        let mut store = self.current();
-        if store.ping().await.is_ok() {
-            return Ok(store);
-        }
-        self.reconnect().await
-    }
-
-    fn current(&self) -> TimelineStore {
-        // A panic while it was held left the store whole (it is only ever replaced).
-        let base = self
-            .base
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        base.shared()
-    }
-
-    async fn reconnect(&self) -> Result<TimelineStore, SourceError> {
-        tracing::warn!(
-            "the connection to {} no longer answers; connecting again",
-            self.shown
-        );
-        let fresh = open_timeline(&self.location, Access::ReadWrite)
-            .await
-            .map_err(failed)?;
-        let store = fresh.shared();
-        *self
-            .base
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = fresh;
-        Ok(store)
+        self.base.store().await
     }
 
     /// The error for a session `id` that is there already.
@@ -268,7 +233,10 @@ impl CommandSessions {
         let chosen = self.commands.choose(&recorded.config)?;
         let invocation = self.invocation(id, &chosen.path, chosen.file, chosen.variables);
         let prepared = prepare(&invocation).map_err(anyhow_failed)?;
-        let turns = self.turns.as_ref().map(TimelineStore::shared);
+        let turns = match &self.turns {
+            Some(turns) => Some(turns.store().await?),
+            None => None,
+        };
         let stores = Stores {
             timeline: Some(store),
             turns,
@@ -397,7 +365,7 @@ impl SessionSource for CommandSessions {
     }
 }
 
-fn failed(error: StoreError) -> SourceError {
+pub(super) fn failed(error: StoreError) -> SourceError {
     match error {
         StoreError::Busy(message) => SourceError::Busy(message),
         StoreError::NotFound(message) => SourceError::NotFound(message),
