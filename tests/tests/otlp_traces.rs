@@ -6,7 +6,12 @@
 use std::{collections::HashMap, time::Duration};
 
 use reel_proto::rpc::rpc_line::Frame;
-use reel_tests::{otlp_receiver::OtlpReceiver, parse_frames, reel, run};
+use reel_tests::{
+    otlp_receiver::OtlpReceiver,
+    parse_frames, reel, run,
+    sse_server::{SseServer, delta_event, done_event, quick, usage_event},
+    write_file,
+};
 use serde_json::Value;
 
 /// The weather example (two model calls around one tool call) with `model` and frames.
@@ -27,7 +32,7 @@ fn spans_of(receiver: &OtlpReceiver) -> Vec<Value> {
     spans
 }
 
-fn named<'a>(spans: &'a [Value], prefix: &str) -> Vec<&'a Value> {
+fn named_spans<'a>(spans: &'a [Value], prefix: &str) -> Vec<&'a Value> {
     spans
         .iter()
         .filter(|s| s["name"].as_str().unwrap().starts_with(prefix))
@@ -63,11 +68,11 @@ fn a_run_is_a_tree_of_genai_spans_carrying_the_logs_ordinals() {
     let session = parse_frames(&output.stdout)[0].line.session_id.clone();
     let logged = ordinals(&output.stdout);
     let spans = spans_of(&receiver);
-    let [run_span] = named(&spans, "invoke_agent")[..] else {
+    let [run_span] = named_spans(&spans, "invoke_agent")[..] else {
         panic!("one run span: {spans:#?}")
     };
-    let calls = named(&spans, "chat test-model-1");
-    let tools = named(&spans, "execute_tool get_weather");
+    let calls = named_spans(&spans, "chat test-model-1");
+    let tools = named_spans(&spans, "execute_tool get_weather");
     assert_eq!((calls.len(), tools.len()), (2, 1), "{spans:#?}");
     // One trace; the run is its root, the calls and the tool its children, inside its time.
     assert_eq!(run_span["parent_span_id"], "");
@@ -164,7 +169,7 @@ fn the_standard_variables_choose_the_endpoint_the_service_and_the_content() {
     );
     let spans = spans_of(&receiver);
     assert!(spans.iter().all(|s| s["service"] == "weather-app"));
-    let run_span = named(&spans, "invoke_agent")[0];
+    let run_span = named_spans(&spans, "invoke_agent")[0];
     let input = run_span["attributes"]["gen_ai.input.messages"]
         .as_str()
         .unwrap();
@@ -176,7 +181,7 @@ fn the_standard_variables_choose_the_endpoint_the_service_and_the_content() {
             .unwrap()
             .contains("Paris")
     );
-    let tool = &named(&spans, "execute_tool")[0]["attributes"];
+    let tool = &named_spans(&spans, "execute_tool")[0]["attributes"];
     assert!(
         tool["gen_ai.tool.call.arguments"]
             .as_str()
@@ -184,7 +189,7 @@ fn the_standard_variables_choose_the_endpoint_the_service_and_the_content() {
             .contains("Paris")
     );
     assert!(!tool["gen_ai.tool.call.result"].as_str().unwrap().is_empty());
-    let answers: Vec<String> = named(&spans, "chat")
+    let answers: Vec<String> = named_spans(&spans, "chat")
         .iter()
         .filter_map(|c| c["attributes"]["gen_ai.output.messages"].as_str())
         .map(str::to_owned)
@@ -228,4 +233,61 @@ fn an_endpoint_that_is_no_url_is_refused_before_anything_runs() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("--otlp-endpoint"), "{stderr}");
     assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn a_real_providers_call_carries_its_response_model_and_tokens() {
+    // An OpenAI-compatible server on 127.0.0.1 whose chunks name a dated model.
+    let named = |delta: Value, finish: Option<&str>| {
+        let chunk = serde_json::json!({
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "model": "test-model-2026-01",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        });
+        format!("data: {chunk}\n\n").into_bytes()
+    };
+    let server = SseServer::start(vec![quick(vec![
+        named(serde_json::json!({"content": "Hi"}), None),
+        delta_event(serde_json::json!({}), Some("stop")),
+        usage_event(7, 3),
+        done_event(),
+    ])]);
+    let dir = tempfile::tempdir().unwrap();
+    let command = write_file(
+        dir.path(),
+        "cmd.yaml",
+        "name: t\ndescription: t\nprompt: Say hello.\nprovider:\n  name: openai\n  model: test-model\n  api_key_env: REEL_TEST_KEY\n",
+    );
+    let receiver = OtlpReceiver::start();
+    let output = reel(&[
+        "run-command",
+        &command,
+        "--rpc",
+        "--base-url",
+        &server.base_url(),
+        "--otlp-endpoint",
+        &receiver.endpoint(),
+    ])
+    .env("REEL_TEST_KEY", "sk-test")
+    .output()
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let spans = receiver.wait_for(2, Duration::from_secs(30));
+    let call = named_spans(&spans, "chat test-model");
+    assert_eq!(call.len(), 1, "{spans:#?}");
+    let attributes = &call[0]["attributes"];
+    assert_eq!(attributes["gen_ai.system"], "openai");
+    assert_eq!(attributes["gen_ai.request.model"], "test-model");
+    assert_eq!(attributes["gen_ai.response.model"], "test-model-2026-01");
+    assert_eq!(attributes["gen_ai.usage.input_tokens"], 7);
+    assert_eq!(attributes["gen_ai.usage.output_tokens"], 3);
+    assert_eq!(
+        attributes["gen_ai.response.finish_reasons"],
+        serde_json::json!(["stop"])
+    );
 }
