@@ -2,16 +2,18 @@
 //! session is piped to the node that does (see [`crate::forward`]), message for message, so
 //! its requests reach the writer and every frame of theirs, `done` included, comes back. The
 //! writer is reached at its `--public-url` (`http://` becomes `ws://`, `https://` `wss://`,
-//! which this build does not speak: such a node is refused with 502).
+//! its certificate checked against the system's roots, or `SSL_CERT_FILE`'s).
 
 use axum::{
     extract::ws::{Message, WebSocket},
     http::{HeaderMap, HeaderValue, header},
 };
 use futures::{SinkExt, StreamExt};
+use std::sync::{Arc, OnceLock};
 use tokio::net::TcpStream;
+
 use tokio_tungstenite::{
-    MaybeTlsStream, WebSocketStream,
+    Connector, MaybeTlsStream, WebSocketStream,
     tungstenite::{self, client::IntoClientRequest},
 };
 
@@ -33,9 +35,12 @@ pub async fn connect(
 ) -> Result<Upstream, ApiError> {
     let failed = |why: String| forward::unreachable(node, &why);
     let base = node.trim_end_matches('/');
-    let base = match base.strip_prefix("http://") {
-        Some(rest) => format!("ws://{rest}"),
-        None => return Err(failed("its URL is not http://".into())),
+    let base = if let Some(rest) = base.strip_prefix("http://") {
+        format!("ws://{rest}")
+    } else if let Some(rest) = base.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else {
+        return Err(failed("its URL is neither http:// nor https://".into()));
     };
     let mut url = format!("{base}/v1/sessions/{id}/ws");
     if let Some(after) = after {
@@ -52,10 +57,37 @@ pub async fn connect(
     request
         .headers_mut()
         .insert(FORWARDED, HeaderValue::from_static("reel serve"));
-    let (upstream, _) = tokio_tungstenite::connect_async(request)
-        .await
-        .map_err(|e| failed(e.to_string()))?;
+    let tls = tls_config().map_err(failed)?;
+    let (upstream, _) =
+        tokio_tungstenite::connect_async_tls_with_config(request, None, false, Some(tls))
+            .await
+            .map_err(|e| failed(e.to_string()))?;
     Ok(upstream)
+}
+
+/// How a `wss://` writer is reached: TLS with the system's trusted roots (`SSL_CERT_FILE` or
+/// `SSL_CERT_DIR` when set), made once.
+fn tls_config() -> Result<Connector, String> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        let mut roots = rustls::RootCertStore::empty();
+        let found = rustls_native_certs::load_native_certs();
+        let (added, _) = roots.add_parsable_certificates(found.certs);
+        if added == 0 {
+            return Err(format!(
+                "no trusted root certificates were found for wss:// ({:?}); set SSL_CERT_FILE",
+                found.errors
+            ));
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Arc::new(config))
+    });
+    config.clone().map(Connector::Rustls)
 }
 
 /// Carries messages between the client's socket and the writer's until either ends.

@@ -23,6 +23,7 @@ mod spawned;
 pub mod sse_server;
 pub mod stored;
 mod timeline_db;
+pub mod tls_proxy;
 pub mod virtualenv;
 pub mod webhook_receiver;
 

@@ -63,17 +63,21 @@ impl Served {
     /// A node of a scale-out on the PostgreSQL database `dsn`, listening on `port` and
     /// registered at `http://127.0.0.1:PORT`.
     pub fn start_node(command: &str, dsn: &str, port: u16) -> Self {
+        Self::start_node_at(command, dsn, port, &format!("http://127.0.0.1:{port}"), &[])
+    }
+
+    /// A node listening on `port` and registered at `public_url` (a proxy in front of it),
+    /// with `env`.
+    pub fn start_node_at(
+        command: &str,
+        dsn: &str,
+        port: u16,
+        public_url: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let args = ["--command", command, "--timeline-dsn", dsn];
         let listen = format!("127.0.0.1:{port}");
-        let url = format!("http://{listen}");
-        let args = [
-            "--command",
-            command,
-            "--timeline-dsn",
-            dsn,
-            "--public-url",
-            &url,
-        ];
-        Self::spawn_on(&listen, &args, &[], &[])
+        Self::spawn_on(&listen, &args, &["--public-url", public_url], env)
     }
 
     fn start_on(command: &str, store: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Self {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use reel_tests::{
     TimelineDb, scripted_command,
     served::{Served, StreamedFrame, text_of},
+    tls_proxy::TlsProxy,
 };
 
 /// A free port on 127.0.0.1 (a node's public URL names it before the node listens).
@@ -222,4 +223,50 @@ async fn a_server_whose_connection_ends_connects_again() {
     let last = turns.last().expect("turns");
     assert_eq!(last.1, *ordinals.last().unwrap(), "{turns:?}");
     assert!(last.2.to_string().contains("after"), "{}", last.2);
+}
+
+/// A writer behind TLS (a proxy terminating `https://` in front of it, as a load balancer
+/// would): the other node forwards a write to it over HTTPS and pipes a WebSocket to it over
+/// `wss://`, trusting its certificate through `SSL_CERT_FILE`.
+#[tokio::test]
+async fn a_writer_behind_https_is_reached_for_writes_and_websockets() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let command = scripted_command(dir.path(), SCRIPT);
+    let port = free_port();
+    let proxy = TlsProxy::start(port);
+    let writer = Served::start_node_at(&command, &schema.dsn, port, &proxy.url(), &[]);
+    let certificate = proxy.certificate.to_str().unwrap().to_owned();
+    let other_port = free_port();
+    let other = Served::start_node_at(
+        &command,
+        &schema.dsn,
+        other_port,
+        &format!("http://127.0.0.1:{other_port}"),
+        &[("SSL_CERT_FILE", &certificate)],
+    );
+    writer.create("t").await;
+    assert_eq!(writer.reply("t", "one").await, "first reply");
+
+    // A write posted to the other node reaches the writer through the proxy.
+    let mut on_writer = writer.events("t", None).await;
+    let rid = other.request("t", &submit("two")).await;
+    assert_eq!(text_of(&on_writer.until_done(&rid).await), "second reply");
+
+    // So does a WebSocket: its request runs on the writer, its done comes back.
+    let mut socket = other.websocket("/v1/sessions/t/ws?after=1").await;
+    socket
+        .send_text(r#"{"requestId":"wss1","submit":{"prompt":"socket"}}"#)
+        .await;
+    let over_socket = socket.until_done("wss1").await;
+    assert_eq!(over_socket.last().unwrap().done_status(), Some("ok"));
+    assert!(
+        over_socket
+            .iter()
+            .any(|f| f.text.contains("over the socket")),
+        "{over_socket:?}"
+    );
+    socket.close().await;
 }
