@@ -29,7 +29,7 @@ use reel_engine::{
 use reel_proto::{
     Any,
     chat::{
-        ChatProviderCallFinished, ChatProviderCallStarted, ChatRunStarted,
+        ChatProviderCallFinished, ChatProviderCallStarted, ChatRunStarted, ChatToolCallFinished,
         ChatToolExecutionStarted, CorrelationInfo, UsageInfo,
     },
 };
@@ -88,25 +88,7 @@ impl TraceSink {
                     ));
                 }
             }
-            Any::ChatToolCallFinished(finished) => {
-                if let Some(tool) = self.tools.remove(&finished.tool_call_id) {
-                    let span = tool.span();
-                    span.set_attribute(KeyValue::new("reel.tool.status", finished.status.clone()));
-                    let failed = matches!(
-                        ToolCallStatus::parse(&finished.status),
-                        Some(
-                            ToolCallStatus::Failed
-                                | ToolCallStatus::Skipped
-                                | ToolCallStatus::Interrupted
-                        )
-                    );
-                    if failed {
-                        span.set_status(Status::error(format!("tool {}", finished.status)));
-                    }
-                    span.set_attribute(ordinal);
-                    span.end_with_timestamp(at);
-                }
-            }
+            Any::ChatToolCallFinished(finished) => self.end_tool(finished, ordinal, at),
             Any::ChatRunFinished(f) => self.end_run(&f.correlation, &f.usage, None, ordinal, at),
             Any::ChatRunStopped(s) => {
                 self.end_run(&s.correlation, &s.usage, None, ordinal, at);
@@ -250,6 +232,23 @@ impl TraceSink {
             .start_with_context(self.traces.tracer(), &parent);
         self.tools
             .insert(started.tool_call_id.clone(), parent.with_span(span));
+    }
+
+    fn end_tool(&mut self, finished: &ChatToolCallFinished, ordinal: KeyValue, at: SystemTime) {
+        let Some(tool) = self.tools.remove(&finished.tool_call_id) else {
+            return;
+        };
+        let span = tool.span();
+        span.set_attribute(KeyValue::new("reel.tool.status", finished.status.clone()));
+        let failed = matches!(
+            ToolCallStatus::parse(&finished.status),
+            Some(ToolCallStatus::Failed | ToolCallStatus::Skipped | ToolCallStatus::Interrupted)
+        );
+        if failed {
+            span.set_status(Status::error(format!("tool {}", finished.status)));
+        }
+        span.set_attribute(ordinal);
+        span.end_with_timestamp(at);
     }
 
     fn end_run(

@@ -291,3 +291,27 @@ fn a_real_providers_call_carries_its_response_model_and_tokens() {
         serde_json::json!(["stop"])
     );
 }
+
+#[test]
+fn a_failed_model_call_and_its_run_have_error_statuses() {
+    let receiver = OtlpReceiver::start();
+    let output = run(&[
+        "run-command",
+        "examples/failing-model.yaml",
+        "--otlp-endpoint",
+        &receiver.endpoint(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "the run failed");
+    let spans = receiver.wait_for(2, Duration::from_secs(30));
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    for span in &spans {
+        assert_eq!(span["status"], "STATUS_CODE_ERROR", "{span}");
+        assert!(
+            !span["status_message"].as_str().unwrap().is_empty(),
+            "{span}"
+        );
+    }
+    let run_span = named_spans(&spans, "invoke_agent")[0];
+    let call = named_spans(&spans, "chat")[0];
+    assert_eq!(call["parent_span_id"], run_span["span_id"]);
+}

@@ -75,10 +75,12 @@ impl WebhookSink {
             let mut frames = 0;
             let mut next = Some(first);
             while let Some(batch) = next.take() {
+                let start = body.len();
                 for output in batch.iter() {
                     encode(output, true, &mut body)?;
                 }
-                frames += batch.len();
+                // An output is one frame or several (an event's backendEvent and ui events).
+                frames += body[start..].iter().filter(|&&b| b == b'\n').count();
                 if frames < self.target.batch && body.len() < MAX_BODY {
                     next = queue.try_recv().ok();
                 }

@@ -4,7 +4,7 @@
 //! query parameter stays, so an endpoint that wants its own (`?channel=ops`) gets it:
 //!
 //! * `secret_env=NAME`: sign every POST with the secret in environment variable NAME;
-//! * `batch=N`: frames per POST at most (default 256; a burst may add one fan-out batch);
+//! * `batch=N`: frames per POST (default 256; the last batch of outputs taken may top it up);
 //! * `retry_for=DURATION`: how long one POST is retried before the sink fails (default 60s).
 
 use std::{fmt, time::Duration};
