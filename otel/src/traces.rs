@@ -2,7 +2,7 @@
 //! variables (endpoint, headers, timeout) or `--otlp-endpoint`, started once, shared by every
 //! session's [`TraceSink`].
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use opentelemetry::trace::TracerProvider;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
@@ -55,7 +55,9 @@ impl PartialEq for Traces {
 impl Eq for Traces {}
 
 /// The one exporter of the process (its batches and its thread are shared by every session).
-static TRACES: OnceLock<Traces> = OnceLock::new();
+/// Started under the lock, so two sessions starting at once never build two (dropping the
+/// loser's blocking HTTP client inside the async runtime would panic).
+static TRACES: Mutex<Option<Traces>> = Mutex::new(None);
 
 impl Traces {
     /// The process's exporter when traces are asked for: `endpoint` (`--otlp-endpoint`, the
@@ -68,11 +70,15 @@ impl Traces {
         if endpoint.is_none() && from_env.is_none() {
             return Ok(None);
         }
-        if let Some(traces) = TRACES.get() {
+        let mut started = TRACES
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(traces) = started.as_ref() {
             return Ok(Some(traces.clone()));
         }
         let traces = Self::start(endpoint, from_env)?;
-        Ok(Some(TRACES.get_or_init(|| traces).clone()))
+        *started = Some(traces.clone());
+        Ok(Some(traces))
     }
 
     fn start(endpoint: Option<&str>, from_env: Option<String>) -> Result<Self, TracesError> {

@@ -49,15 +49,7 @@ pub async fn run(args: &TailArgs, uri: &str) -> anyhow::Result<()> {
     } else {
         TailOutput::Jsonl
     });
-    let mut timeline = TimelineProjection::new();
-    let mut so_far = (output == TailOutput::Text).then(Transcript::new);
-    for _ in 0..after {
-        let entry = log.next().await?;
-        timeline.fold(&entry);
-        if let Some(so_far) = &mut so_far {
-            so_far.apply(&entry);
-        }
-    }
+    let (mut timeline, so_far) = read_up_to(&mut log, after, output == TailOutput::Text).await?;
     let rendering = match so_far {
         None => Rendering::Frames {
             backend_events: false,
@@ -78,25 +70,15 @@ pub async fn run(args: &TailArgs, uri: &str) -> anyhow::Result<()> {
         .send(outputs.of(OutputKind::Snapshot(Arc::new(timeline.snapshot()))))
         .await;
     let end = (!args.wait).then_some(held);
-    let mut at = after;
-    let status = loop {
-        if end.is_some_and(|end| at >= end) || fanout.is_empty() {
-            break DoneStatus::Ok;
-        }
-        // Frames already read reach stdout before tail waits for more.
-        let entry = match log.next().now_or_never() {
-            Some(next) => next?,
-            None => {
-                fanout.flush().await;
-                tokio::select! {
-                    next = log.next() => next?,
-                    _ = &mut interrupted => break DoneStatus::Stopped,
-                }
-            }
-        };
-        at = entry.ordinal;
-        fanout.send(outputs.event(&mut timeline, entry)).await;
-    };
+    let status = follow(
+        &mut log,
+        (after, end),
+        &mut timeline,
+        &mut fanout,
+        &outputs,
+        interrupted,
+    )
+    .await?;
     if status == DoneStatus::Ok {
         fanout
             .send(outputs.of(OutputKind::Snapshot(Arc::new(timeline.snapshot()))))
@@ -111,6 +93,55 @@ pub async fn run(args: &TailArgs, uri: &str) -> anyhow::Result<()> {
     match fanout.close().await.first() {
         Some(failure) => Err(anyhow::anyhow!("cannot write: {}", failure.message)),
         None => Ok(()),
+    }
+}
+
+/// Reads the first `after` events: the timeline as of there and, for people, the transcript.
+async fn read_up_to(
+    log: &mut JetStreamLog,
+    after: u64,
+    for_people: bool,
+) -> anyhow::Result<(TimelineProjection, Option<Transcript>)> {
+    let mut timeline = TimelineProjection::new();
+    let mut so_far = for_people.then(Transcript::new);
+    for _ in 0..after {
+        let entry = log.next().await?;
+        timeline.fold(&entry);
+        if let Some(so_far) = &mut so_far {
+            so_far.apply(&entry);
+        }
+    }
+    Ok((timeline, so_far))
+}
+
+/// Hands `fanout` each event after `from` as it is published, until `end` (when given), until
+/// stdout fails, or until the user stops tail (done `stopped`).
+async fn follow(
+    log: &mut JetStreamLog,
+    (from, end): (u64, Option<u64>),
+    timeline: &mut TimelineProjection,
+    fanout: &mut Fanout,
+    outputs: &Outputs,
+    mut interrupted: std::pin::Pin<&mut impl Future<Output = std::io::Result<()>>>,
+) -> anyhow::Result<DoneStatus> {
+    let mut at = from;
+    loop {
+        if end.is_some_and(|end| at >= end) || fanout.is_empty() {
+            return Ok(DoneStatus::Ok);
+        }
+        // Frames already read reach stdout before tail waits for more.
+        let entry = match log.next().now_or_never() {
+            Some(next) => next?,
+            None => {
+                fanout.flush().await;
+                tokio::select! {
+                    next = log.next() => next?,
+                    _ = &mut interrupted => return Ok(DoneStatus::Stopped),
+                }
+            }
+        };
+        at = entry.ordinal;
+        fanout.send(outputs.event(timeline, entry)).await;
     }
 }
 
