@@ -13,6 +13,7 @@ use reel_proto::rpc::{DoneFrame, HelloFrame};
 use crate::{
     catalog::SessionCatalog,
     fanout::Fanout,
+    log::LogEntry,
     log_pages::LogPages,
     output::{CommittedEvent, Output, OutputKind, hello_frame},
     projection::Projection,
@@ -73,6 +74,19 @@ impl StoredStream {
         })
     }
 
+    /// A session whose log is read elsewhere (a JetStream stream), as it was at `timeline`:
+    /// the caller hands each later entry to [`StoredStream::event`].
+    pub fn of_timeline(session_id: &str, timeline: TimelineProjection) -> Self {
+        let from = timeline.last_ordinal();
+        Self {
+            session_id: Arc::from(session_id),
+            request_id: Arc::from(""),
+            timeline,
+            project: true,
+            pages: LogPages::following(session_id, from),
+        }
+    }
+
     /// Reads for sinks that read the log alone ([`crate::Reads::LogOnly`]): the timeline is not
     /// projected, which saves its time and the memory of the session's text held twice.
     pub fn log_only(mut self) -> Self {
@@ -106,22 +120,21 @@ impl StoredStream {
         catalog: &mut C,
     ) -> Result<Vec<Output>, StoreError> {
         let page = self.pages.next(catalog).await?;
-        Ok(page
-            .into_iter()
-            .map(|entry| {
-                let ui_events = if self.project {
-                    self.timeline.apply(&entry)
-                } else {
-                    Vec::new()
-                };
-                let entry = Arc::new(entry);
-                self.output(OutputKind::Event(Arc::new(CommittedEvent {
-                    entry,
-                    ui_events,
-                    context: None,
-                })))
-            })
-            .collect())
+        Ok(page.into_iter().map(|entry| self.event(entry)).collect())
+    }
+
+    /// `entry`, the next event, as an output with the ui events the timeline projects from it.
+    pub fn event(&mut self, entry: LogEntry) -> Output {
+        let ui_events = if self.project {
+            self.timeline.apply(&entry)
+        } else {
+            Vec::new()
+        };
+        self.output(OutputKind::Event(Arc::new(CommittedEvent {
+            entry: Arc::new(entry),
+            ui_events,
+            context: None,
+        })))
     }
 
     fn output(&self, kind: OutputKind) -> Output {

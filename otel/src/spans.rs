@@ -66,7 +66,8 @@ impl TraceSink {
     /// Opens, adds to or ends the span `entry` concerns.
     fn fold(&mut self, entry: &LogEntry) {
         let at = UNIX_EPOCH + Duration::from_millis(entry.recorded_at_ms);
-        let ordinal = KeyValue::new("reel.ordinal.end", ordinal_value(entry.ordinal));
+        // Only the events that end a span need it (not the deltas between them).
+        let ordinal = || KeyValue::new("reel.ordinal.end", ordinal_value(entry.ordinal));
         match &entry.event {
             Any::ChatRunStarted(started) => self.start_run(entry, started, at),
             Any::ChatProviderCallStarted(started) => self.start_call(entry, started, at),
@@ -78,7 +79,7 @@ impl TraceSink {
                 }
             }
             Any::ChatProviderCallFinished(finished) => {
-                self.end_call(finished, ordinal, at);
+                self.end_call(finished, ordinal(), at);
             }
             Any::ChatToolResultReady(ready) if self.traces.capture_content() => {
                 if let Some(tool) = self.tools.get(&ready.tool_call_id) {
@@ -88,10 +89,10 @@ impl TraceSink {
                     ));
                 }
             }
-            Any::ChatToolCallFinished(finished) => self.end_tool(finished, ordinal, at),
-            Any::ChatRunFinished(f) => self.end_run(&f.correlation, &f.usage, None, ordinal, at),
+            Any::ChatToolCallFinished(finished) => self.end_tool(finished, ordinal(), at),
+            Any::ChatRunFinished(f) => self.end_run(&f.correlation, &f.usage, None, ordinal(), at),
             Any::ChatRunStopped(s) => {
-                self.end_run(&s.correlation, &s.usage, None, ordinal, at);
+                self.end_run(&s.correlation, &s.usage, None, ordinal(), at);
             }
             Any::ChatRunFailed(f) => {
                 let why = Some(if f.error.is_empty() {
@@ -99,7 +100,7 @@ impl TraceSink {
                 } else {
                     f.error.clone()
                 });
-                self.end_run(&f.correlation, &f.usage, why, ordinal, at);
+                self.end_run(&f.correlation, &f.usage, why, ordinal(), at);
             }
             _ => {}
         }

@@ -160,6 +160,13 @@ pub fn reel(args: &[&str]) -> Command {
     command
 }
 
+/// A port on 127.0.0.1 nothing listens on now (for a server started later, or a refused
+/// connection).
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+    listener.local_addr().expect("a local address").port()
+}
+
 /// Runs `reel` to completion and returns its output.
 pub fn run(args: &[&str]) -> Output {
     reel(args).output().expect("reel runs")
@@ -231,6 +238,31 @@ pub fn parse_frames(stdout: &[u8]) -> Vec<FrameLine> {
             text: line.to_owned(),
         })
         .collect()
+}
+
+/// Checks that an output that also gets the log's own events (`exec:`, a webhook) `captured`
+/// what stdout carried, the `backendEvent` frames besides, numbered 1, 2, 3, ... once each;
+/// returns how many log events it holds.
+pub fn assert_frames_with_the_log(captured: &[FrameLine], stdout: &[FrameLine]) -> usize {
+    let without_backend: Vec<&str> = captured
+        .iter()
+        .filter(|f| !matches!(f.frame(), Frame::BackendEvent(_)))
+        .map(|f| f.text.as_str())
+        .collect();
+    let shown: Vec<&str> = stdout.iter().map(|f| f.text.as_str()).collect();
+    assert_eq!(without_backend, shown, "the output got stdout's frames");
+    let ordinals: Vec<u64> = captured
+        .iter()
+        .filter_map(|f| match f.frame() {
+            Frame::BackendEvent(event) => Some(event.ordinal),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        ordinals.iter().zip(1..).all(|(ordinal, n)| *ordinal == n),
+        "every logged event once, in order: {ordinals:?}"
+    );
+    ordinals.len()
 }
 
 /// Checks the protocol invariants of a one-shot stream: hello first, done last and only last,

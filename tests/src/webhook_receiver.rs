@@ -110,12 +110,6 @@ impl WebhookReceiver {
         }
     }
 
-    /// A port nothing listens on now (for an endpoint that comes up later).
-    pub fn free_port() -> u16 {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    }
-
     /// The URL of the endpoint's `/hook` path.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/hook", self.port)

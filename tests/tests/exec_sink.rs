@@ -2,7 +2,7 @@
 //! that dies, and sink URIs that are refused before anything runs.
 
 use reel_proto::rpc::rpc_line::Frame;
-use reel_tests::{parse_frames, run, scripted_command};
+use reel_tests::{assert_frames_with_the_log, parse_frames, run, scripted_command};
 
 /// A reply of `deltas` text deltas.
 fn long_reply(deltas: usize) -> String {
@@ -30,25 +30,8 @@ fn the_child_reads_every_frame_and_every_logged_event_in_order() {
     let captured = parse_frames(&std::fs::read(&capture).unwrap());
     let stdout = parse_frames(&output.stdout);
     // The child sees what stdout carries, and the log's own events besides.
-    let without_backend: Vec<&str> = captured
-        .iter()
-        .filter(|f| !matches!(f.frame(), Frame::BackendEvent(_)))
-        .map(|f| f.text.as_str())
-        .collect();
-    let shown: Vec<&str> = stdout.iter().map(|f| f.text.as_str()).collect();
-    assert_eq!(without_backend, shown);
-    let ordinals: Vec<u64> = captured
-        .iter()
-        .filter_map(|f| match f.frame() {
-            Frame::BackendEvent(event) => Some(event.ordinal),
-            _ => None,
-        })
-        .collect();
-    assert!(ordinals.len() > 50);
-    assert!(
-        ordinals.iter().zip(1..).all(|(ordinal, n)| *ordinal == n),
-        "{ordinals:?}"
-    );
+    let events = assert_frames_with_the_log(&captured, &stdout);
+    assert!(events > 50, "{events}");
 }
 
 #[test]

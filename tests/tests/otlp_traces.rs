@@ -203,11 +203,7 @@ fn the_standard_variables_choose_the_endpoint_the_service_and_the_content() {
 
 #[test]
 fn an_endpoint_that_is_down_costs_the_run_nothing_but_a_warning() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = reel_tests::free_port();
     let endpoint = format!("http://127.0.0.1:{port}");
     let mut args = ARGS.to_vec();
     args.extend(["--otlp-endpoint", &endpoint]);

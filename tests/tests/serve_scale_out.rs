@@ -8,19 +8,10 @@
 use std::time::{Duration, Instant};
 
 use reel_tests::{
-    TimelineDb, scripted_command,
+    TimelineDb, free_port, scripted_command,
     served::{Served, StreamedFrame, text_of},
     tls_proxy::TlsProxy,
 };
-
-/// A free port on 127.0.0.1 (a node's public URL names it before the node listens).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 const SCRIPT: &str = r#"turns:
   - - text: "first reply"

@@ -14,7 +14,8 @@ use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use reel_proto::rpc::rpc_line::Frame;
 use reel_tests::{
-    FrameLine, Spawned, parse_frames, reel, run, scripted_command,
+    FrameLine, Spawned, assert_frames_with_the_log, free_port, parse_frames, reel, run,
+    scripted_command,
     webhook_receiver::{Plan, Post, WebhookReceiver},
 };
 use sha2::Sha256;
@@ -51,27 +52,8 @@ fn delivered(posts: &[Post]) -> Vec<FrameLine> {
 /// Checks that the endpoint got what stdout carried, the log's events besides, each once and
 /// in order.
 fn assert_delivered_once_in_order(posts: &[Post], stdout: &[u8]) {
-    let delivered = delivered(posts);
-    let without_backend: Vec<&str> = delivered
-        .iter()
-        .filter(|f| !matches!(f.frame(), Frame::BackendEvent(_)))
-        .map(|f| f.text.as_str())
-        .collect();
-    let shown = parse_frames(stdout);
-    let shown: Vec<&str> = shown.iter().map(|f| f.text.as_str()).collect();
-    assert_eq!(without_backend, shown, "the endpoint got stdout's frames");
-    let ordinals: Vec<u64> = delivered
-        .iter()
-        .filter_map(|f| match f.frame() {
-            Frame::BackendEvent(event) => Some(event.ordinal),
-            _ => None,
-        })
-        .collect();
-    assert!(ordinals.len() > 10, "{ordinals:?}");
-    assert!(
-        ordinals.iter().zip(1..).all(|(ordinal, n)| *ordinal == n),
-        "every logged event once, in order: {ordinals:?}"
-    );
+    let events = assert_frames_with_the_log(&delivered(posts), &parse_frames(stdout));
+    assert!(events > 10, "{events}");
 }
 
 /// Whether `post` carries a valid Standard Webhooks signature under `key`.
@@ -170,7 +152,7 @@ fn failed_posts_are_retried_with_the_same_id_and_body() {
 fn an_endpoint_that_comes_up_late_misses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let command = scripted_command(dir.path(), &long_reply(300));
-    let port = WebhookReceiver::free_port();
+    let port = free_port();
     let sink = format!("http://127.0.0.1:{port}/hook?retry_for=2m");
     let reel = Spawned::start(
         reel(&args(&command, &sink))

@@ -209,6 +209,23 @@ pub(super) async fn store_reply(
         SessionState::default(),
         0,
     )));
+    let mut rss_growth = 0;
+    let (events, seconds) = reply_through(fanout, session_id, deltas, || {
+        rss_growth = super::proc_status_kib("self", "VmRSS").saturating_sub(rss_before);
+    })
+    .await?;
+    Ok((events, seconds, rss_growth))
+}
+
+/// Streams a scripted reply of `deltas` text deltas into a new session writing to `fanout`,
+/// done waiting for every durable sink; returns the events and the seconds from the prompt to
+/// the last acknowledgement. `measure` runs then, before the session is closed.
+pub(super) async fn reply_through(
+    fanout: Fanout,
+    session_id: &str,
+    deltas: u64,
+    measure: impl FnOnce(),
+) -> anyhow::Result<(u64, f64)> {
     let mut session = Session::new(session_id, fanout);
     let repeat = Repeat {
         times: deltas,
@@ -218,17 +235,16 @@ pub(super) async fn store_reply(
         turns: vec![vec![Step::Repeat(repeat)]],
         summary: None,
     });
-    let rid: Arc<str> = Arc::from("");
     let started = Instant::now();
     super::run_prompt(&mut session, &provider).await;
-    session.emit_done(&rid, DoneStatus::Ok).await;
+    session.emit_done(&Arc::from(""), DoneStatus::Ok).await;
     let seconds = started.elapsed().as_secs_f64();
-    let rss_growth = super::proc_status_kib("self", "VmRSS").saturating_sub(rss_before);
+    measure();
     let events = session.log().last_ordinal();
     let failed = session.storage_failed();
     let failures = session.close().await;
     if failed || !failures.is_empty() {
         return Err(anyhow::anyhow!("storing the reply failed: {failures:?}"));
     }
-    Ok((events, seconds, rss_growth))
+    Ok((events, seconds))
 }

@@ -7,14 +7,11 @@
 //! stream's own count of its bytes) for each, and the ratio of JetStream's rate to SQLite's.
 //! The stream is the bench's own, deleted at the end.
 
-use std::{path::Path, sync::Arc, time::Instant};
+use std::path::Path;
 
 use anyhow::Context;
 use async_nats::jetstream;
-use reel_engine::{
-    DoneStatus, Fanout, LogStore, Repeat, Script, ScriptedProvider, Session, SessionState, Step,
-    new_id,
-};
+use reel_engine::{Fanout, LogStore, SessionState, new_id};
 use reel_nats::{JetStreamSink, NatsTarget};
 use reel_sinks::TimelineDbSink;
 use reel_storage::{Access, Location, open_timeline};
@@ -115,25 +112,9 @@ async fn reply_through(
         let sink = JetStreamSink::connect(target, session_id, None, 0, committed).await?;
         fanout.attach(Box::new(sink));
     }
-    let mut session = Session::new(session_id, fanout);
-    let provider = ScriptedProvider::new(Script {
-        turns: vec![vec![Step::Repeat(Repeat {
-            times: deltas,
-            steps: vec![Step::Text("tok ".into())],
-        })]],
-        summary: None,
-    });
-    let started = Instant::now();
-    super::run_prompt(&mut session, &provider).await;
-    session.emit_done(&Arc::from(""), DoneStatus::Ok).await;
-    let seconds = started.elapsed().as_secs_f64();
-    let events = session.log().last_ordinal();
-    let failed = session.storage_failed();
-    let failures = session.close().await;
-    if failed || !failures.is_empty() {
-        anyhow::bail!("{}: the reply was not stored: {failures:?}", sinks.name());
-    }
-    Ok((events, seconds))
+    super::durable::reply_through(fanout, session_id, deltas, || {})
+        .await
+        .with_context(|| sinks.name())
 }
 
 /// The bytes the stream stores (0 before it exists).

@@ -6,15 +6,11 @@
 //! when it starts and ends; with `--wait` it waits for the stream and the session to appear
 //! and follows until it is interrupted (done `stopped`).
 
-use std::{io::IsTerminal, sync::Arc, time::Duration};
+use std::{io::IsTerminal, time::Duration};
 
 use futures::FutureExt;
-use reel_engine::{
-    CommittedEvent, DoneStatus, Fanout, LogEntry, Output, OutputKind, Projection,
-    TimelineProjection, hello_frame,
-};
+use reel_engine::{DoneStatus, Fanout, StoredStream, TimelineProjection};
 use reel_nats::{JetStreamLog, NatsTarget};
-use reel_proto::rpc::DoneFrame;
 use reel_sinks::Transcript;
 
 use super::{
@@ -49,7 +45,7 @@ pub async fn run(args: &TailArgs, uri: &str) -> anyhow::Result<()> {
     } else {
         TailOutput::Jsonl
     });
-    let (mut timeline, so_far) = read_up_to(&mut log, after, output == TailOutput::Text).await?;
+    let (timeline, so_far) = read_up_to(&mut log, after, output == TailOutput::Text).await?;
     let rendering = match so_far {
         None => Rendering::Frames {
             backend_events: false,
@@ -62,34 +58,22 @@ pub async fn run(args: &TailArgs, uri: &str) -> anyhow::Result<()> {
     };
     let mut fanout = Fanout::new();
     fanout.attach(outputs::sink(rendering, std::io::stdout()));
-    let outputs = Outputs(Arc::from(id), Arc::from(""));
-    fanout
-        .send(outputs.of(OutputKind::Hello(Arc::new(hello_frame(&[])))))
-        .await;
-    fanout
-        .send(outputs.of(OutputKind::Snapshot(Arc::new(timeline.snapshot()))))
-        .await;
+    let mut stream = StoredStream::of_timeline(id, timeline);
+    fanout.send(stream.hello()).await;
+    fanout.send(stream.snapshot()).await;
     let end = (!args.wait).then_some(held);
     let status = follow(
         &mut log,
         (after, end),
-        &mut timeline,
+        &mut stream,
         &mut fanout,
-        &outputs,
         interrupted,
     )
     .await?;
     if status == DoneStatus::Ok {
-        fanout
-            .send(outputs.of(OutputKind::Snapshot(Arc::new(timeline.snapshot()))))
-            .await;
+        fanout.send(stream.snapshot()).await;
     }
-    let done = DoneFrame {
-        status: status.into(),
-    };
-    fanout
-        .send(outputs.of(OutputKind::Done(Arc::new(done))))
-        .await;
+    fanout.send(stream.done(status)).await;
     match fanout.close().await.first() {
         Some(failure) => Err(anyhow::anyhow!("cannot write: {}", failure.message)),
         None => Ok(()),
@@ -119,9 +103,8 @@ async fn read_up_to(
 async fn follow(
     log: &mut JetStreamLog,
     (from, end): (u64, Option<u64>),
-    timeline: &mut TimelineProjection,
+    stream: &mut StoredStream,
     fanout: &mut Fanout,
-    outputs: &Outputs,
     mut interrupted: std::pin::Pin<&mut impl Future<Output = std::io::Result<()>>>,
 ) -> anyhow::Result<DoneStatus> {
     let mut at = from;
@@ -141,7 +124,7 @@ async fn follow(
             }
         };
         at = entry.ordinal;
-        fanout.send(outputs.event(timeline, entry)).await;
+        fanout.send(stream.event(entry)).await;
     }
 }
 
@@ -166,28 +149,5 @@ async fn open(target: &NatsTarget, args: &TailArgs) -> anyhow::Result<JetStreamL
             told = true;
         }
         tokio::time::sleep(APPEAR_POLL).await;
-    }
-}
-
-/// Outputs of the followed session (read outside any request).
-struct Outputs(Arc<str>, Arc<str>);
-
-impl Outputs {
-    fn of(&self, kind: OutputKind) -> Output {
-        Output {
-            session_id: Arc::clone(&self.0),
-            request_id: Arc::clone(&self.1),
-            kind,
-        }
-    }
-
-    /// `entry` with the ui events `timeline` projects from it.
-    fn event(&self, timeline: &mut TimelineProjection, entry: LogEntry) -> Output {
-        let ui_events = timeline.apply(&entry);
-        self.of(OutputKind::Event(Arc::new(CommittedEvent {
-            entry: Arc::new(entry),
-            ui_events,
-            context: None,
-        })))
     }
 }
