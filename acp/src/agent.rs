@@ -7,9 +7,9 @@
 //! meanwhile is read at once.
 
 use std::{
-    collections::HashMap,
     path::Path,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
 use agent_client_protocol::{
@@ -34,6 +34,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
     approver::ClientApprover,
+    idle::{self, Sessions},
     loaded::{Loaded, Prompts, UpdatesSink},
     mcp_servers,
     prompt_text::prompt_text,
@@ -47,10 +48,15 @@ const LIST_PAGE: usize = 50;
 /// Events read per page when a loaded session's history is replayed.
 const REPLAY_PAGE: u32 = 512;
 
+/// The longest working directory a session may name.
+const MAX_CWD_BYTES: usize = 4096;
+
 /// The agent's state: the sessions it can reach and the ones it has loaded.
 struct State {
     sessions: Arc<dyn AgentSessions>,
-    loaded: Mutex<HashMap<String, Arc<Loaded>>>,
+    loaded: Mutex<Sessions>,
+    /// A session nobody has used for this long is unloaded (see [`crate::idle`]).
+    idle_timeout: Duration,
     /// Stops every running prompt when the agent ends.
     stop: CancellationToken,
     writers: TaskTracker,
@@ -58,17 +64,28 @@ struct State {
 
 /// Serves the ACP agent over `transport` (stdin/stdout for an editor) until the client goes
 /// away or `stop` resolves; then stops every running prompt and waits until each session has
-/// flushed and released its lease.
+/// flushed and released its lease. A session unused for `idle_timeout` is unloaded until its
+/// next prompt.
 pub async fn run_agent(
     sessions: Arc<dyn AgentSessions>,
     transport: impl ConnectTo<Agent> + 'static,
     stop: impl std::future::Future<Output = ()>,
+    idle_timeout: Duration,
 ) -> Result<(), Error> {
     let state = Arc::new(State {
         sessions,
-        loaded: Mutex::new(HashMap::new()),
+        loaded: Mutex::new(Sessions::default()),
+        idle_timeout,
         stop: CancellationToken::new(),
         writers: TaskTracker::new(),
+    });
+    let sweeping = Arc::clone(&state);
+    let sweeper = tokio::spawn(async move {
+        let mut sweeps = tokio::time::interval(idle::sweep_interval(idle_timeout));
+        loop {
+            sweeps.tick().await;
+            sweeping.map().evict(idle_timeout);
+        }
     });
     let (on_new, on_load, on_prompt, on_cancel, on_list) = (
         Arc::clone(&state),
@@ -101,8 +118,8 @@ pub async fn run_agent(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: PromptRequest, responder: Responder<PromptResponse>, _cx| {
-                on_prompt.prompt(request, responder).await
+            async move |request: PromptRequest, responder: Responder<PromptResponse>, cx| {
+                on_prompt.prompt(request, responder, cx).await
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -146,6 +163,7 @@ pub async fn run_agent(
         served = agent.connect_to(transport) => served,
         () = stop => Ok(()),
     };
+    sweeper.abort();
     state.shut_down().await;
     served
 }
@@ -174,11 +192,12 @@ fn initialize(request: &InitializeRequest) -> InitializeResponse {
 }
 
 impl State {
+    /// Loaded session `id`, marked as used.
     fn loaded(&self, id: &str) -> Option<Arc<Loaded>> {
-        self.map().get(id).cloned()
+        self.map().use_loaded(id)
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Loaded>>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, Sessions> {
         // A panic while it was held left the map whole (inserts and removals only).
         self.loaded
             .lock()
@@ -190,7 +209,7 @@ impl State {
         request: NewSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> Result<NewSessionResponse, Error> {
-        absolute(&request.cwd)?;
+        check_cwd(&request.cwd)?;
         let id = new_id();
         self.sessions
             .create(&id, &request.cwd)
@@ -217,6 +236,11 @@ impl State {
                 format!("session {id} is loaded already on this connection"),
             ));
         }
+        // Unloaded while idle: opened again once its last writer has let go of it.
+        let unloaded = self.map().unloaded.remove(id);
+        if let Some(unloaded) = unloaded {
+            unloaded.ended.cancelled().await;
+        }
         let prompts = Arc::new(Prompts::default());
         let sink = UpdatesSink::new(cx.clone(), id, Arc::clone(&prompts));
         let mut opened = self
@@ -229,8 +253,11 @@ impl State {
             let last = opened.session.log().last_ordinal();
             self.replay(id, last, &cx).await?;
         }
-        let loaded = Loaded::start(opened, prompts, self.stop.child_token(), &self.writers);
-        self.map().insert(id.to_owned(), Arc::new(loaded));
+        let stop = self.stop.child_token();
+        let loaded = Loaded::start(opened, prompts, servers.to_vec(), stop, &self.writers);
+        let mut map = self.map();
+        map.loaded.insert(id.to_owned(), Arc::new(loaded));
+        map.evict(self.idle_timeout);
         Ok(())
     }
 
@@ -268,15 +295,34 @@ impl State {
         &self,
         request: PromptRequest,
         responder: Responder<PromptResponse>,
+        cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let id = &request.session_id.0;
-        let Some(loaded) = self.loaded(id) else {
+        let Some(loaded) = self.loaded_again(id, cx).await? else {
             return responder.respond_with_error(not_loaded(id));
         };
         match prompt_text(&request.prompt) {
             Ok(text) => loaded.prompt(text, responder).await,
             Err(error) => responder.respond_with_error(error),
         }
+    }
+
+    /// Loaded session `id`, loaded again from its log when it was unloaded while idle;
+    /// `None` when this connection has not loaded it.
+    async fn loaded_again(
+        &self,
+        id: &str,
+        cx: ConnectionTo<Client>,
+    ) -> Result<Option<Arc<Loaded>>, Error> {
+        if let Some(loaded) = self.loaded(id) {
+            return Ok(Some(loaded));
+        }
+        let servers = match self.map().unloaded.get(id) {
+            Some(unloaded) => unloaded.servers.clone(),
+            None => return Ok(None),
+        };
+        self.open(id, cx, &servers, false).await?;
+        Ok(self.loaded(id))
     }
 
     async fn list(&self, request: ListSessionsRequest) -> Result<ListSessionsResponse, Error> {
@@ -336,28 +382,49 @@ impl State {
     /// Unloads session `id`: its running prompt is stopped (it answers `cancelled`), its MCP
     /// servers stop, and its lease is released once its writer has flushed.
     async fn close(&self, id: &str) -> Result<(), Error> {
-        let loaded = self.map().remove(id).ok_or_else(|| not_loaded(id))?;
-        loaded.close();
+        let mut map = self.map();
+        if map.unload(id).is_none() && !map.unloaded.contains_key(id) {
+            return Err(not_loaded(id));
+        }
+        // Closed by the editor: it does not come back with a prompt.
+        map.unloaded.remove(id);
         Ok(())
     }
 
     /// Stops every running prompt and waits until every session has closed.
     async fn shut_down(&self) {
         self.stop.cancel();
-        self.map().clear();
+        self.map().loaded.clear();
         self.writers.close();
         self.writers.wait().await;
     }
 }
 
-fn absolute(cwd: &Path) -> Result<(), Error> {
-    if cwd.is_absolute() {
-        return Ok(());
+/// A new session's working directory must be an existing directory, named by an absolute
+/// path of at most [`MAX_CWD_BYTES`] without NUL: it is written to the log for good.
+fn check_cwd(cwd: &Path) -> Result<(), Error> {
+    let bytes = cwd.as_os_str().as_encoded_bytes();
+    let refused = if bytes.len() > MAX_CWD_BYTES {
+        Some(format!(
+            "cwd is {} bytes long; at most {MAX_CWD_BYTES}",
+            bytes.len()
+        ))
+    } else if bytes.contains(&0) {
+        Some("cwd holds a NUL byte".to_owned())
+    } else if !cwd.is_absolute() {
+        Some(format!(
+            "cwd must be an absolute path, not {}",
+            cwd.display()
+        ))
+    } else if !cwd.is_dir() {
+        Some(format!("cwd {} is not a directory here", cwd.display()))
+    } else {
+        None
+    };
+    match refused {
+        None => Ok(()),
+        Some(why) => Err(Error::invalid_params().data(serde_json::json!(why))),
     }
-    Err(Error::invalid_params().data(serde_json::json!(format!(
-        "cwd must be an absolute path, not {}",
-        cwd.display()
-    ))))
 }
 
 fn not_loaded(id: &str) -> Error {

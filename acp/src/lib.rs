@@ -8,6 +8,7 @@
 
 mod agent;
 mod approver;
+mod idle;
 mod loaded;
 mod mcp_servers;
 mod prompt_end;
@@ -16,5 +17,5 @@ mod sessions;
 mod updates;
 
 pub use agent::run_agent;
-pub use agent_client_protocol::Stdio;
+pub use agent_client_protocol::Lines;
 pub use sessions::{AgentSessions, SessionsError};

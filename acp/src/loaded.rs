@@ -9,13 +9,14 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
+    time::{Duration, Instant},
 };
 
 use agent_client_protocol::{
     Client, Error,
     v1::{
         ConnectionTo, Responder,
-        schema::{PromptResponse, SessionNotification},
+        schema::{McpServer, PromptResponse, SessionNotification},
     },
 };
 use reel_engine::{
@@ -48,6 +49,10 @@ impl Prompts {
         self.lock().remove(request_id)
     }
 
+    fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Responder<PromptResponse>>> {
         // A panic while it was held left the map whole (inserts and removals only).
         self.0
@@ -62,6 +67,12 @@ pub struct Loaded {
     prompts: Arc<Prompts>,
     /// Stops its running prompt and ends its writer.
     stop: CancellationToken,
+    /// The editor's MCP servers it was opened with: it reopens with them after an unload.
+    pub servers: Vec<McpServer>,
+    /// When it was last used (a prompt, a cancel, its load).
+    used: Mutex<Instant>,
+    /// Cancelled once its writer has ended (flushed, its lease released).
+    pub ended: CancellationToken,
 }
 
 impl Loaded {
@@ -70,16 +81,43 @@ impl Loaded {
     pub fn start(
         opened: OpenedSession,
         prompts: Arc<Prompts>,
+        servers: Vec<McpServer>,
         stop: CancellationToken,
         writers: &TaskTracker,
     ) -> Self {
         let (requests, incoming) = mpsc::channel(REQUEST_QUEUE);
-        writers.spawn(opened.write(incoming, stop.clone()));
+        let ended = CancellationToken::new();
+        let writer = opened.write(incoming, stop.clone());
+        let done = ended.clone();
+        writers.spawn(async move {
+            writer.await;
+            done.cancel();
+        });
         Self {
             requests,
             prompts,
             stop,
+            servers,
+            used: Mutex::new(Instant::now()),
+            ended,
         }
+    }
+
+    /// How long nobody has used it; `None` while a prompt of its runs.
+    pub fn idle_for(&self) -> Option<Duration> {
+        if !self.prompts.is_empty() {
+            return None;
+        }
+        Some(
+            self.used
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .elapsed(),
+        )
+    }
+
+    pub fn touch(&self) {
+        *self.used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
 
     /// Stops its running prompt; its writer ends, flushes and releases the lease.
@@ -93,6 +131,7 @@ impl Loaded {
         prompt: String,
         responder: Responder<PromptResponse>,
     ) -> Result<(), Error> {
+        self.touch();
         let request_id = new_id();
         self.prompts.insert(request_id.clone(), responder);
         let submit = Request::Submit(SubmitPromptRequest { prompt });
@@ -106,6 +145,7 @@ impl Loaded {
 
     /// Stops the running prompt, if one runs (it then answers `cancelled`).
     pub async fn cancel(&self) {
+        self.touch();
         let cancel = Request::Cancel(CancelRequest { clear_queue: true });
         let _ = self.send(&new_id(), cancel).await;
     }

@@ -8,17 +8,19 @@ use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
     sync::Arc,
+    time::Duration,
 };
 
 use anyhow::Context;
 use clap::Parser;
-use reel_acp::{AgentSessions, SessionsError, Stdio, run_agent};
+use reel_acp::{AgentSessions, SessionsError, run_agent};
 use reel_engine::{OpenedSession, SessionCatalog, Sink, error_chain};
 use reel_mcp::McpServerConfig;
 use reel_server::{SessionConfig, SessionSource, SourceError};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    acp_stdio,
     persistence::{self, Locations},
     run_command::exit,
     serve::{CommandSessions, Commands, RunCommandLine, Setup},
@@ -28,6 +30,10 @@ use crate::{
 /// `reel acp` flags.
 #[derive(clap::Args, Debug)]
 pub struct AcpArgs {
+    /// A session nobody has used for this long (no prompt running) is unloaded, its lease
+    /// released and its memory freed; its next prompt loads it again.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
     /// The command file every session runs: its provider, system prompt and tools.
     pub command_file: PathBuf,
     /// `run-command`'s flags for the sessions, e.g. --timeline-db PATH, --provider openai,
@@ -71,9 +77,17 @@ async fn serve_agent(args: AcpArgs) -> anyhow::Result<()> {
     let _signals = SignalWatch::install(stop.clone()).context("cannot watch for signals")?;
     let sessions: Arc<dyn AgentSessions> = Arc::new(AcpSessions(sessions));
     tracing::info!("reel acp: ready on stdin/stdout");
-    run_agent(sessions, Stdio::new(), stop.cancelled_owned())
-        .await
-        .map_err(|error| anyhow::anyhow!("the ACP connection failed: {error}"))?;
+    let (transport, written) = acp_stdio::stdio();
+    let served = run_agent(
+        sessions,
+        transport,
+        stop.cancelled_owned(),
+        args.idle_timeout,
+    )
+    .await;
+    // Every answer is on stdout before the process ends.
+    let _ = written.await;
+    served.map_err(|error| anyhow::anyhow!("the ACP connection failed: {error}"))?;
     tracing::info!("reel acp: stopped");
     Ok(())
 }

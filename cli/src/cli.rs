@@ -211,7 +211,7 @@ pub enum Parsed {
     RunCommand(Box<Invocation>),
     Bench(crate::bench::BenchArgs),
     Verify(crate::verify::VerifyArgs),
-    Serve(crate::serve::ServeArgs),
+    Serve(Box<crate::serve::ServeArgs>),
     Acp(crate::acp::AcpArgs),
     /// One of the session commands (sessions, show, export, replay, fork, tail).
     Inspect(Box<Action>),
@@ -262,7 +262,7 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
     match cli.action {
         Action::Bench(bench) => Parsed::Bench(bench),
         Action::Verify(verify) => Parsed::Verify(verify),
-        Action::Serve(serve) => Parsed::Serve(serve),
+        Action::Serve(serve) => Parsed::Serve(Box::new(serve)),
         Action::Acp(acp) => Parsed::Acp(acp),
         action @ (Action::Sessions(_)
         | Action::Show(_)

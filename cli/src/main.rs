@@ -2,6 +2,7 @@
 //! every log line goes to stderr.
 
 mod acp;
+mod acp_stdio;
 mod bench;
 mod bounded_lines;
 mod cli;
@@ -65,7 +66,7 @@ fn main() -> ExitCode {
             cli::Parsed::RunCommand(invocation) => run_command::run(*invocation).await,
             cli::Parsed::Bench(args) => bench::run(args).await,
             cli::Parsed::Verify(args) => verify::run(args).await,
-            cli::Parsed::Serve(args) => serve::run(args).await,
+            cli::Parsed::Serve(args) => serve::run(*args).await,
             cli::Parsed::Acp(args) => acp::run(args).await,
             cli::Parsed::Inspect(action) => inspect::run(*action).await,
         }

@@ -3,8 +3,9 @@
 //! A provider knows three kinds of secret: its API key, a password in its base URL's user-info
 //! (`https://user:PASSWORD@host`), and the values of its base URL's query (`?key=...`, the way
 //! some gateways take keys). Servers echo them back: a 401 body that quotes the key, a
-//! connection error that quotes the URL. [`Secrets::redact`] replaces each occurrence, in plain
-//! and in percent-encoded form, by `[redacted]`; providers apply it to every error, retry reason
+//! connection error that quotes the URL. [`Secrets::redact`] replaces each occurrence, in plain,
+//! percent-encoded and base64 form (standard and URL-safe, at any of the three alignments a
+//! secret can have inside encoded text, such as a `Basic` credential), by `[redacted]`; providers apply it to every error, retry reason
 //! and streamed piece before it reaches the log, so no frame, debug file, database or log line
 //! holds one. (A secret split across two streamed pieces of a reply is not caught: servers echo
 //! secrets in errors, not across the pieces of a model's answer.)
@@ -41,6 +42,7 @@ impl Secrets {
             if encoded != value {
                 forms.push(encoded);
             }
+            forms.extend(base64_forms(value.as_bytes()));
             forms.push(value);
         }
         forms.sort_by_key(|form| std::cmp::Reverse(form.len()));
@@ -63,6 +65,33 @@ impl Secrets {
     pub fn shown_url(&self, url: &str) -> String {
         self.redact(url).into_owned()
     }
+}
+
+/// The base64 text a secret becomes inside any base64-encoded data, in the standard and the
+/// URL-safe alphabet: for each of the three byte offsets it may start at, the characters that
+/// depend on the secret's bytes alone (the ones shared with its neighbours differ from text to
+/// text, and a character or two at each end tells next to nothing).
+fn base64_forms(secret: &[u8]) -> Vec<String> {
+    use base64::{
+        Engine,
+        engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD},
+    };
+    let mut forms = Vec::new();
+    for offset in 0..3usize {
+        let mut data = vec![0u8; offset];
+        data.extend_from_slice(secret);
+        // Characters of 6 bits: the first ones hold bits of the offset's bytes, the last
+        // whole one ends where the secret's bits do.
+        let skip = (offset * 8).div_ceil(6);
+        let end = data.len() * 8 / 6;
+        for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
+            let encoded = engine.encode(&data);
+            if let Some(form) = encoded.get(skip..end).filter(|f| f.len() >= SHORTEST) {
+                forms.push(form.to_owned());
+            }
+        }
+    }
+    forms
 }
 
 /// Decodes `%XX` escapes (invalid ones stay as they are).
@@ -121,6 +150,34 @@ mod tests {
         assert!(redacted.contains("[redacted]"));
         assert!(redacted.contains("region=eu") || !text.contains("region"));
         assert!(matches!(secrets.redact("nothing here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn keys_echoed_in_base64_are_redacted_whatever_surrounds_them() {
+        use base64::{
+            Engine,
+            engine::general_purpose::{STANDARD, URL_SAFE},
+        };
+        let key = "sk-live-9f8e7d6c5b4a3?>~";
+        let secrets = Secrets::new(Some(key), "https://api.example/v1");
+        for prefix in ["", "a", "ab", "user:", "Bearer "] {
+            for engine in [&STANDARD, &URL_SAFE] {
+                let echoed = engine.encode(format!("{prefix}{key}"));
+                let text = format!("401: the credential {echoed} is not valid");
+                let redacted = secrets.redact(&text);
+                assert!(redacted.contains(REDACTED), "{prefix:?}: {redacted}");
+                // What is left of the encoded key is a few characters at most.
+                let left = redacted
+                    .split_whitespace()
+                    .find(|word| word.contains(REDACTED))
+                    .unwrap()
+                    .replace(REDACTED, "");
+                assert!(
+                    left.len() <= 4 + prefix.len() * 4 / 3 + 4,
+                    "{prefix:?}: {redacted}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -108,6 +108,14 @@ vocabulary! {
         UpgradeRequired = "upgrade_required",
         /// `reel serve`: a query parameter is missing or is not what the route takes.
         InvalidQuery = "invalid_query",
+        /// `reel serve`: the request's `Host` is not a name the server answers for.
+        HostNotAllowed = "host_not_allowed",
+        /// `reel serve`: a page of another origin sent the request.
+        ForbiddenOrigin = "forbidden_origin",
+        /// `reel serve`: a JSON route was sent a body of another type.
+        UnsupportedMediaType = "unsupported_media_type",
+        /// `reel serve`: the server holds as many connections as it may (`--max-connections`).
+        ServerBusy = "server_busy",
     }
 }
 

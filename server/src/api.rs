@@ -9,7 +9,10 @@
 //! * `GET /healthz` and the chat page `GET /` ([`crate::page`]), outside the token's guard
 //!   (see `lib.rs`).
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use axum::{
     Router,
@@ -22,11 +25,15 @@ use axum::{
 };
 use reel_engine::{ErrorCode, SessionCatalog, SessionSummary};
 use serde::de::DeserializeOwned;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::{error::ApiError, export, frames::Position, host::Host, openapi, session_io, sessions};
 
 /// The largest request body: a request line as large as stdin RPC takes.
 pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// How long a request's body may take to arrive (a client that trickles it is cut off).
+const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The routes, on `host`'s sessions.
 pub fn routes(host: Arc<Host>) -> Router {
@@ -44,6 +51,7 @@ pub fn routes(host: Arc<Host>) -> Router {
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi::document))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
         .layer(middleware::from_fn(refuse_oversized))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&host),

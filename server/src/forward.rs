@@ -3,7 +3,8 @@
 //! writer (found through [`crate::SessionSource::node_writing`]) and its answer passed back,
 //! so clients and load balancers need no stickiness. A forwarded request carries
 //! [`FORWARDED`] and is never forwarded again: a session that moved meanwhile gets its 409 and
-//! the client retries.
+//! the client retries. It carries the nodes' cluster token (`--cluster-token-env`), never the
+//! client's own credential: a node hands nothing of a client's to another URL.
 
 use std::time::Duration;
 
@@ -24,13 +25,34 @@ pub const FORWARDED: &str = "reel-forwarded-from";
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The client that forwards requests to other nodes.
-pub fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(ANSWER_TIMEOUT)
-        .connect_timeout(CONNECT_TIMEOUT)
-        .build()
-        .unwrap_or_default()
+/// What forwards requests to other nodes.
+pub struct Forwarder {
+    client: reqwest::Client,
+    /// What a forwarded request presents (`Authorization: Bearer`), when the nodes have one.
+    pub cluster_token: Option<String>,
+}
+
+impl Forwarder {
+    pub fn new(cluster_token: Option<String>) -> Self {
+        let client = reqwest::Client::builder()
+            .timeout(ANSWER_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            // A node answers; it does not send a request elsewhere.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        Self {
+            client,
+            cluster_token,
+        }
+    }
+
+    /// The `Authorization` value a forwarded request carries.
+    pub fn authorization(&self) -> Option<String> {
+        self.cluster_token
+            .as_ref()
+            .map(|token| format!("Bearer {token}"))
+    }
 }
 
 /// The answer when the node writing a session cannot be reached (`why`): 502 `session_busy`.
@@ -49,22 +71,22 @@ pub fn was_forwarded(headers: &HeaderMap) -> bool {
     headers.contains_key(FORWARDED)
 }
 
-/// Posts `body` to `path` on the node at `node`, with the client's authorization, and answers
-/// what it answers.
+/// Posts `body` to `path` on the node at `node`, with the cluster's token, and answers what
+/// it answers.
 pub async fn post(
-    client: &reqwest::Client,
+    forwarder: &Forwarder,
     node: &str,
     path: &str,
     body: Bytes,
-    headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     let url = format!("{}{path}", node.trim_end_matches('/'));
-    let mut forwarded = client
+    let mut forwarded = forwarder
+        .client
         .post(&url)
         .header(header::CONTENT_TYPE, "application/json")
         .header(FORWARDED, "reel serve")
         .body(body);
-    if let Some(authorization) = headers.get(header::AUTHORIZATION) {
+    if let Some(authorization) = forwarder.authorization() {
         forwarded = forwarded.header(header::AUTHORIZATION, authorization);
     }
     let unreachable = |e: reqwest::Error| unreachable(node, &e.to_string());

@@ -12,6 +12,7 @@ use std::sync::{
     atomic::{AtomicU64, Ordering},
 };
 
+use axum::extract::ws::Utf8Bytes;
 use reel_engine::{Acks, Output, OutputBatch, OutputKind, Sink, SinkError, run_tally};
 use reel_proto::{
     json,
@@ -71,8 +72,9 @@ pub struct Frame {
     /// closing snapshot, errors, done), which are not on the log and never replayed.
     pub position: Option<Position>,
     /// Empty for a log event that projects to no frame: a marker that says the event passed,
-    /// so that a subscriber need not look for it in the store. It is never sent.
-    pub json: String,
+    /// so that a subscriber need not look for it in the store. It is never sent. Shared bytes:
+    /// every subscriber's connection writes these same bytes, none copies them.
+    pub json: Utf8Bytes,
 }
 
 impl Frame {
@@ -88,7 +90,7 @@ impl Frame {
         match json::to_string(&line) {
             Ok(json) => Some(Self {
                 position: None,
-                json,
+                json: json.into(),
             }),
             Err(error) => {
                 tracing::error!("cannot encode a frame: {error}");
@@ -124,7 +126,7 @@ pub fn frames_of(output: &Output) -> Vec<Frame> {
     {
         return vec![Frame {
             position: Some(Position::through(ordinal)),
-            json: String::new(),
+            json: Utf8Bytes::default(),
         }];
     }
     let count = lines.len();
@@ -140,7 +142,7 @@ pub fn frames_of(output: &Output) -> Vec<Frame> {
                     at as u32
                 },
             }),
-            json,
+            json: json.into(),
         })
         .collect()
 }

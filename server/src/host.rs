@@ -24,6 +24,7 @@ use crate::{
     idle::{self, Activity},
     metrics::{Census, Metrics},
     source::{SessionSource, SourceError},
+    subscription::SharedSnapshot,
 };
 
 /// The request id of the shutdown the server sends each session when it stops.
@@ -48,6 +49,8 @@ pub struct Hosted {
     evicting: AtomicBool,
     /// Cancelled once its writer has ended and its lease is released.
     ended: CancellationToken,
+    /// Its timeline's frames, shared by the subscribers that start from it.
+    pub snapshot: SharedSnapshot,
 }
 
 impl Hosted {
@@ -114,14 +117,14 @@ pub struct Host {
     writers: TaskTracker,
     pub metrics: Metrics,
     /// Forwards writes to the node that writes a session (scale-out; see [`crate::forward`]).
-    pub forwarder: reqwest::Client,
+    pub forwarder: crate::forward::Forwarder,
 }
 
 /// Where one session is loaded, once, however many requests ask for it at a time.
 type Slot = OnceCell<Arc<Hosted>>;
 
 impl Host {
-    pub fn new(source: Arc<dyn SessionSource>) -> Self {
+    pub fn new(source: Arc<dyn SessionSource>, cluster_token: Option<String>) -> Self {
         Self {
             source,
             loaded: std::sync::Mutex::new(HashMap::new()),
@@ -129,7 +132,7 @@ impl Host {
             stopping: AtomicBool::new(false),
             writers: TaskTracker::new(),
             metrics: Metrics::new(),
-            forwarder: crate::forward::client(),
+            forwarder: crate::forward::Forwarder::new(cluster_token),
         }
     }
 
@@ -209,6 +212,7 @@ impl Host {
             activity,
             evicting: AtomicBool::new(false),
             ended,
+            snapshot: SharedSnapshot::default(),
         }))
     }
 

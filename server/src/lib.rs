@@ -13,10 +13,14 @@
 
 mod api;
 mod auth;
+mod connections;
 mod error;
 mod export;
 mod forward;
+mod frame_queue;
 mod frames;
+mod front_door;
+mod guarded_io;
 mod host;
 mod idle;
 mod metrics;
@@ -26,6 +30,7 @@ mod params;
 mod session_io;
 mod sessions;
 mod source;
+mod sse_body;
 mod subscription;
 mod websocket;
 mod ws_forward;
@@ -33,8 +38,11 @@ mod ws_forward;
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{Router, middleware, routing::get};
+use tokio_util::sync::CancellationToken;
 
+pub use connections::default_max_connections;
 pub use frames::Position;
+pub use front_door::Allowed;
 pub use source::{ExportFormat, SessionConfig, SessionSource, SourceError};
 
 /// How a server listens.
@@ -49,6 +57,13 @@ pub struct ServeOptions {
     /// A session nobody has used for this long is unloaded (its lease released, its memory
     /// freed) and reloads from the store when it is used again.
     pub idle_timeout: Duration,
+    /// The names and origins browsers may reach the server by, besides its own.
+    pub allowed: Allowed,
+    /// The most connections open at once (see [`default_max_connections`]).
+    pub max_connections: usize,
+    /// The credential nodes of a scale-out present to each other when they forward a
+    /// client's request (never the client's own token).
+    pub cluster_token: Option<String>,
 }
 
 /// Why a server could not run.
@@ -88,12 +103,24 @@ pub async fn serve(
         })?;
     let grace = options.grace;
     let address = listener.local_addr().map_err(ServeError::Serve)?;
-    let host = Arc::new(host::Host::new(source));
+    let host = Arc::new(host::Host::new(source, options.cluster_token.clone()));
+    let door = front_door::Door {
+        listen: options.listen.ip(),
+        allowed: Arc::new(options.allowed),
+    };
     let mut app = api::routes(Arc::clone(&host));
     if let Some(token) = options.token {
-        let token = auth::Token(Arc::from(token));
-        app = app.layer(middleware::from_fn_with_state(token, auth::require_token));
+        let tokens = auth::Tokens {
+            client: Arc::from(token),
+            cluster: options.cluster_token.map(Arc::from),
+        };
+        app = app.layer(middleware::from_fn_with_state(tokens, auth::require_token));
     }
+    // Outside the token's guard: a page of another site is refused whether or not it has one.
+    let app = app.layer(middleware::from_fn_with_state(
+        door.clone(),
+        front_door::check_origin,
+    ));
     let sweeping = Arc::clone(&host);
     let idle_timeout = options.idle_timeout;
     let sweeper =
@@ -101,26 +128,39 @@ pub async fn serve(
     let app = Router::new()
         .route("/healthz", get(openapi::health))
         .merge(page::routes())
-        .merge(app);
+        .merge(app)
+        .layer(middleware::from_fn_with_state(door, front_door::check_host));
+    let connections = connections::Connections::new(app, options.max_connections);
     listening(address);
-    // At `stop` the listener closes at once; the sessions are shut down meanwhile, and their
-    // streams end with them, which lets the server's wait for its connections end.
-    let stop = futures::FutureExt::shared(Box::pin(stop));
+    // At `stop` the listener closes at once and the sessions are shut down; their streams end
+    // with them, which ends their connections. Whatever connection is left after the grace
+    // period (a client that sends half a request, or reads nothing) is closed then.
+    let stopped = CancellationToken::new();
     let stopping = Arc::clone(&host);
     let sessions_stopped = tokio::spawn({
-        let stop = stop.clone();
+        let stopped = stopped.clone();
         async move {
             stop.await;
+            stopped.cancel();
             tracing::info!("stopping: no new connections; running runs have {grace:?} to end");
             stopping.shut_down(grace).await;
         }
     });
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await
-        .map_err(ServeError::Serve);
+    connections.accept(listener, stopped).await;
+    let force_close = async {
+        tokio::time::sleep(grace).await;
+        tracing::debug!("closing the connections left after the grace period");
+        connections.close_all();
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        () = connections.ended() => {}
+        () = force_close => {}
+    }
     // Every session has flushed and released its lease before the server returns.
     let _ = sessions_stopped.await;
+    connections.close_all();
+    connections.ended().await;
     sweeper.abort();
-    served
+    Ok(())
 }

@@ -60,23 +60,37 @@ impl Modify for BearerToken {
             ))
             .build();
         components.add_security_scheme("bearer", SecurityScheme::Http(bearer));
-        // Every guarded operation can be refused for its token.
-        let refused = ResponseBuilder::new()
-            .description("No token, or a wrong one (`unauthorized`)")
-            .content(
-                "application/json",
-                Content::new(Some(Ref::from_schema_name("ErrorBody"))),
-            )
-            .build();
+        // Every guarded operation can be refused for its token, and at the door (see
+        // `front_door.rs`): any operation for its Host, the API for its Origin, a POST for
+        // its body's type.
+        let error = |description: &str| {
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    Content::new(Some(Ref::from_schema_name("ErrorBody"))),
+                )
+                .build()
+        };
+        let refused = error("No token, or a wrong one (`unauthorized`)");
+        let misdirected =
+            error("The request's Host is not a name this server answers for (`host_not_allowed`)");
+        let foreign = error("A page of another origin sent it (`forbidden_origin`)");
+        let not_json = error("A body that is not `application/json` (`unsupported_media_type`)");
         for (path, item) in openapi.paths.paths.iter_mut() {
-            if path == "/healthz" {
-                continue;
-            }
-            for operation in [&mut item.get, &mut item.post].into_iter().flatten() {
-                operation
-                    .responses
-                    .responses
-                    .insert("401".into(), refused.clone().into());
+            let guarded = path != "/healthz";
+            let posts = item.post.iter_mut().map(|operation| (operation, true));
+            let gets = item.get.iter_mut().map(|operation| (operation, false));
+            for (operation, post) in gets.chain(posts) {
+                let responses = &mut operation.responses.responses;
+                responses.insert("421".into(), misdirected.clone().into());
+                if guarded {
+                    responses.insert("401".into(), refused.clone().into());
+                    responses.insert("403".into(), foreign.clone().into());
+                }
+                if post {
+                    responses.insert("415".into(), not_json.clone().into());
+                }
             }
         }
     }

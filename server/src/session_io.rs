@@ -3,7 +3,7 @@
 //! [`crate::subscription`]); `GET /v1/sessions/{id}/ws` does both over one WebSocket (see
 //! [`crate::websocket`]).
 
-use std::{convert::Infallible, sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use axum::{
     Json,
@@ -13,29 +13,23 @@ use axum::{
         ws::rejection::WebSocketUpgradeRejection,
     },
     http::{HeaderMap, StatusCode},
-    response::{
-        IntoResponse, Response,
-        sse::{Event, KeepAlive, Sse},
-    },
+    response::{IntoResponse, Response},
 };
 use reel_engine::{ErrorCode, Incoming, ParsedLine, new_id, parse_line};
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{
     api::{BODY_LIMIT, body_of, cursor_of, summary},
     error::{ApiError, ErrorBody},
     forward,
-    frames::{Frame, Position},
+    frame_queue::FrameReceiver,
+    frames::Position,
     host::{Host, Hosted},
     params::Params,
     source::SourceError,
     subscription, ws_forward,
 };
-
-/// How often an idle event stream gets a comment, so proxies keep it open.
-const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// A request taken: the frames answering it carry its id.
 #[derive(Serialize, ToSchema)]
@@ -114,7 +108,7 @@ pub async fn request(
             match host.source().node_writing(&id).await? {
                 Some(node) => {
                     let path = format!("/v1/sessions/{id}/requests");
-                    forward::post(&host.forwarder, &node, &path, body, &headers).await
+                    forward::post(&host.forwarder, &node, &path, body).await
                 }
                 None => Err(SourceError::Busy(message).into()),
             }
@@ -170,17 +164,7 @@ pub async fn events(
         }
         Err(SubscribeError::Api(error)) => return Err(error),
     };
-    let stream = futures::stream::unfold(frames, |mut frames| async move {
-        let frame = frames.recv().await?;
-        let mut event = Event::default().data(&frame.json);
-        if let Some(position) = frame.position {
-            event = event.id(position.id());
-        }
-        Some((Ok::<_, Infallible>(event), frames))
-    });
-    Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(HEARTBEAT))
-        .into_response())
+    Ok(crate::sse_body::response(frames))
 }
 
 #[utoipa::path(
@@ -222,7 +206,7 @@ pub async fn websocket(
                 return Err(SubscribeError::Busy.into_api(&id));
             };
             let upstream =
-                ws_forward::connect(&node, &id, query.after.as_deref(), &headers).await?;
+                ws_forward::connect(&node, &id, query.after.as_deref(), &host.forwarder).await?;
             return Ok(upgrade
                 .max_message_size(BODY_LIMIT)
                 .on_upgrade(move |socket| ws_forward::pipe(socket, upstream)));
@@ -264,7 +248,7 @@ async fn subscribed(
     host: &Host,
     id: &str,
     cursor: Option<Position>,
-) -> Result<(Arc<Hosted>, mpsc::Receiver<Arc<Frame>>), SubscribeError> {
+) -> Result<(Arc<Hosted>, FrameReceiver), SubscribeError> {
     let mut catalog = host.source().catalog().await?;
     summary(catalog.as_mut(), id).await?;
     let hosted = match host.session(id).await {

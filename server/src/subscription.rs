@@ -8,19 +8,20 @@
 //! missing ones from the store first. A subscriber that cannot keep up therefore never slows
 //! the session: it reads from the store until it is current again.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, Weak},
+    time::Duration,
+};
 
 use reel_engine::{ErrorCode, SessionCatalog, StoreError, StoredStream, hello_frame};
 use reel_proto::rpc::{ErrorFrame, rpc_line};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
 use crate::{
+    frame_queue::{FrameReceiver, FrameSender, SUBSCRIBER_BYTES, frame_queue},
     frames::{Frame, Position, frames_of},
     host::Hosted,
 };
-
-/// Frames queued for one subscriber's connection.
-const SUBSCRIBER_QUEUE: usize = 256;
 
 /// How long a subscriber waits for the store to hold events it saw live before it gives up
 /// (its client then reconnects with its cursor).
@@ -37,7 +38,7 @@ pub async fn subscribe(
     mut catalog: Box<dyn SessionCatalog>,
     id: &str,
     cursor: Option<Position>,
-) -> Result<mpsc::Receiver<Arc<Frame>>, StoreError> {
+) -> Result<FrameReceiver, StoreError> {
     let Some(live) = hosted.subscribe() else {
         return Err(StoreError::NotFound(format!(
             "session {id} has just unloaded; open the stream again"
@@ -49,11 +50,53 @@ pub async fn subscribe(
     let stored = stored_events(catalog.as_mut(), id).await?;
     let last = stored.max(hosted.last_ordinal());
     let (mut stream, rx) = Stream::new(id);
-    if !stream.start(catalog.as_mut(), cursor, stored, last).await? {
-        return Ok(rx);
+    let started = match cursor {
+        // Subscribers without a cursor share one encoding of the timeline.
+        None => {
+            let snapshot = hosted.snapshot.shared(catalog.as_mut(), id, stored).await?;
+            stream.start_with(&snapshot, stored).await;
+            true
+        }
+        Some(_) => stream.start(catalog.as_mut(), cursor, stored, last).await?,
+    };
+    if started {
+        tokio::spawn(async move { stream.follow(catalog, live, broadcast).await });
     }
-    tokio::spawn(async move { stream.follow(catalog, live, broadcast).await });
     Ok(rx)
+}
+
+/// The frames of a hosted session's whole timeline as of one ordinal, encoded once for the
+/// subscribers that start from it: a session whose snapshot is megabytes is not copied per
+/// subscriber. Held weakly: it lives while a subscriber's queue holds it.
+#[derive(Default)]
+pub struct SharedSnapshot(tokio::sync::Mutex<(u64, Vec<Weak<Frame>>)>);
+
+impl SharedSnapshot {
+    /// The timeline's frames as of event `ordinal`: the ones still held, or new ones.
+    async fn shared(
+        &self,
+        catalog: &mut dyn SessionCatalog,
+        id: &str,
+        ordinal: u64,
+    ) -> Result<Vec<Arc<Frame>>, StoreError> {
+        let mut cached = self.0.lock().await;
+        let held: Option<Vec<Arc<Frame>>> = cached.1.iter().map(Weak::upgrade).collect();
+        if let Some(held) = held.filter(|held| cached.0 == ordinal && !held.is_empty()) {
+            return Ok(held);
+        }
+        let whole = StoredStream::open(catalog, id, ordinal, Some(ordinal)).await?;
+        let frames: Vec<Arc<Frame>> = frames_of(&whole.snapshot())
+            .into_iter()
+            .map(|frame| {
+                Arc::new(Frame {
+                    position: Some(Position::through(ordinal)),
+                    json: frame.json,
+                })
+            })
+            .collect();
+        *cached = (ordinal, frames.iter().map(Arc::downgrade).collect());
+        Ok(frames)
+    }
 }
 
 /// Starts streaming session `id`'s frames after `cursor` from the store alone, for a session
@@ -65,7 +108,7 @@ pub async fn follow_store(
     mut catalog: Box<dyn SessionCatalog>,
     id: &str,
     cursor: Option<Position>,
-) -> Result<mpsc::Receiver<Arc<Frame>>, StoreError> {
+) -> Result<FrameReceiver, StoreError> {
     let stored = stored_events(catalog.as_mut(), id).await?;
     let (mut stream, rx) = Stream::new(id);
     if stream
@@ -97,7 +140,7 @@ const COMMIT_POLL: Duration = Duration::from_millis(100);
 /// What one subscriber has been sent.
 struct Stream {
     id: String,
-    tx: mpsc::Sender<Arc<Frame>>,
+    tx: FrameSender,
     /// The position of the newest frame sent.
     sent: Position,
     /// The store's events, read as far as the last catch-up went: the next catch-up goes on
@@ -109,8 +152,8 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(id: &str) -> (Self, mpsc::Receiver<Arc<Frame>>) {
-        let (tx, rx) = mpsc::channel(SUBSCRIBER_QUEUE);
+    fn new(id: &str) -> (Self, FrameReceiver) {
+        let (tx, rx) = frame_queue(SUBSCRIBER_BYTES);
         let stream = Stream {
             id: id.to_owned(),
             tx,
@@ -156,6 +199,16 @@ impl Stream {
             }
         }
         Ok(true)
+    }
+
+    /// Sends hello, then `snapshot`, the whole timeline as of event `ordinal`.
+    async fn start_with(&mut self, snapshot: &[Arc<Frame>], ordinal: u64) {
+        self.send_line(rpc_line::Frame::Hello(hello_frame(&[])))
+            .await;
+        for frame in snapshot {
+            self.send(Arc::clone(frame)).await;
+        }
+        self.sent = Position::through(ordinal);
     }
 
     /// Sends every commit of the store as it comes, until the client goes away.
@@ -250,6 +303,13 @@ impl Stream {
         through: Option<u64>,
     ) -> Result<(), StoreError> {
         self.live_since_catch_up = 0;
+        // Nothing to read: no copy of the timeline is made for a subscriber that is current.
+        if self.stored.is_none()
+            && self.sent.index == Position::LAST
+            && through.is_some_and(|through| self.sent.ordinal >= through)
+        {
+            return Ok(());
+        }
         let mut stored = match self.stored.take() {
             Some(stored) => stored,
             None => {

@@ -6,35 +6,51 @@
 //! A line that cannot be taken is answered on this socket alone (its error, and a `done`
 //! `failed` under its request id when it names one): other clients of the session never see
 //! another's typing mistakes.
+//!
+//! The server pings the client every [`HEARTBEAT`] (browsers and WebSocket libraries answer by
+//! themselves); a client that has sent nothing, not even a pong, for [`SILENCE`] is gone, and
+//! its socket is closed.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
+use crate::{frame_queue::FrameReceiver, frames::Frame, host::Hosted};
 use axum::extract::ws::{Message, WebSocket};
 use futures::{SinkExt, StreamExt};
 use reel_engine::{DoneStatus, ErrorCode, Incoming, ParsedLine, parse_line};
 use reel_proto::rpc::{DoneFrame, ErrorFrame, rpc_line::Frame as LineFrame};
-use tokio::sync::mpsc;
 
-use crate::{frames::Frame, host::Hosted};
+/// How often the server pings the client.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// How long a client may stay silent (no message, no pong).
+const SILENCE: Duration = Duration::from_secs(45);
 
 /// Carries requests from `socket` to the session and the session's `frames` back, until
 /// either side ends.
-pub async fn talk(
-    socket: WebSocket,
-    hosted: Arc<Hosted>,
-    mut frames: mpsc::Receiver<Arc<Frame>>,
-    id: String,
-) {
+pub async fn talk(socket: WebSocket, hosted: Arc<Hosted>, mut frames: FrameReceiver, id: String) {
     let (mut outgoing, mut incoming) = socket.split();
+    let mut heartbeat =
+        tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
+    let mut heard = tokio::time::Instant::now();
     loop {
         tokio::select! {
+            _ = heartbeat.tick() => {
+                if heard.elapsed() > SILENCE {
+                    tracing::debug!("a WebSocket of {id} was silent for {SILENCE:?}: closed");
+                    break;
+                }
+                if outgoing.send(Message::Ping(Default::default())).await.is_err() {
+                    return;
+                }
+            }
             frame = frames.recv() => {
                 let Some(frame) = frame else { break };
-                if outgoing.send(Message::Text(frame.json.clone().into())).await.is_err() {
+                if outgoing.send(Message::Text(frame.json.clone())).await.is_err() {
                     return;
                 }
             }
             message = incoming.next() => {
+                heard = tokio::time::Instant::now();
                 let line = match message {
                     Some(Ok(Message::Text(text))) => text,
                     Some(Ok(Message::Binary(_))) => {
@@ -105,6 +121,6 @@ fn refusal(
     frames
         .into_iter()
         .filter_map(|frame| Frame::of_line(session_id, rid, frame))
-        .map(|frame| frame.json)
+        .map(|frame| frame.json.to_string())
         .collect()
 }

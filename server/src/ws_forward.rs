@@ -6,7 +6,7 @@
 
 use axum::{
     extract::ws::{Message, WebSocket},
-    http::{HeaderMap, HeaderValue, header},
+    http::{HeaderValue, header},
 };
 use futures::{SinkExt, StreamExt};
 use std::sync::{Arc, OnceLock};
@@ -19,19 +19,19 @@ use tokio_tungstenite::{
 
 use crate::{
     error::ApiError,
-    forward::{self, FORWARDED},
+    forward::{self, FORWARDED, Forwarder},
 };
 
 /// The writer's end of a piped WebSocket.
 pub type Upstream = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Opens session `id`'s WebSocket on the node at `node` (after event `after` when given), with
-/// the client's authorization.
+/// the cluster's token.
 pub async fn connect(
     node: &str,
     id: &str,
     after: Option<&str>,
-    headers: &HeaderMap,
+    forwarder: &Forwarder,
 ) -> Result<Upstream, ApiError> {
     let failed = |why: String| forward::unreachable(node, &why);
     let base = node.trim_end_matches('/');
@@ -49,10 +49,10 @@ pub async fn connect(
     let mut request = url
         .into_client_request()
         .map_err(|e| failed(e.to_string()))?;
-    if let Some(authorization) = headers.get(header::AUTHORIZATION) {
-        request
-            .headers_mut()
-            .insert(header::AUTHORIZATION, authorization.clone());
+    if let Some(authorization) = forwarder.authorization() {
+        let value = HeaderValue::from_str(&authorization)
+            .map_err(|_| failed("the cluster token is no header value".into()))?;
+        request.headers_mut().insert(header::AUTHORIZATION, value);
     }
     request
         .headers_mut()

@@ -63,12 +63,18 @@ fn host_name() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
-/// Field 22 of /proc/PID/stat: when the process started, in clock ticks after boot.
+/// Field 22 of /proc/PID/stat: when the process started, in clock ticks after boot; `None`
+/// when there is no such process, or it has exited and only waits for its parent to reap it
+/// (a zombie, state `Z`, or dead, `X`): it will never write again.
 fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces: count from after it.
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?;
+    if matches!(state, "Z" | "X" | "x") {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -98,6 +104,28 @@ mod tests {
             Holder::Free,
             "a dead owner holds nothing"
         );
+    }
+
+    #[test]
+    fn an_exited_owner_its_parent_has_not_reaped_holds_nothing() {
+        let now = 1_000_000;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let owner = format!("{}/{pid}/{}", host_name(), start_time(pid).unwrap());
+        assert!(matches!(holder(&owner, now, now), Holder::Live { .. }));
+        child.kill().unwrap();
+        // Not waited for: a zombie until `wait`, its /proc entry still there.
+        let zombie = (0..200).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|stat| stat.contains(") Z "))
+        });
+        assert!(zombie, "the killed child is a zombie");
+        assert_eq!(holder(&owner, now, now), Holder::Free);
+        child.wait().unwrap();
     }
 
     #[test]

@@ -12,6 +12,11 @@ use crate::{PostgresStore, rows::now_ms};
 /// A node whose heartbeat is older than this is gone.
 const NODE_EXPIRY_MS: i64 = 30_000;
 
+/// How far ahead of this node's clock another node's heartbeat may be (their clocks differ a
+/// little); a row further ahead is forged or broken and is ignored, or it would be live for
+/// ever.
+const CLOCK_SKEW_MS: i64 = 5_000;
+
 impl PostgresStore {
     /// Registers (or, called again, renews) node `node_id`, reached at `public_url`, as the
     /// holder of this store's connection's locks.
@@ -47,17 +52,21 @@ impl PostgresStore {
     }
 
     /// Where the live node writing session `session_id` is reached; `None` when no node holds
-    /// it (or whoever holds it is no node: a `run-command`, say).
+    /// it (or whoever holds it is no node: a `run-command`, say). Only rows a node could have
+    /// written count: an http(s) URL and a heartbeat neither stale nor in the future.
     pub async fn node_writing(&mut self, session_id: &str) -> Result<Option<String>, StoreError> {
         let Some((pid, _)) = self.lock_holder(session_id).await? else {
             return Ok(None);
         };
         let row = sqlx::query(
-            "SELECT public_url FROM serve_nodes WHERE backend_pid = $1 AND heartbeat_at > $2 \
+            "SELECT public_url FROM serve_nodes WHERE backend_pid = $1 \
+             AND heartbeat_at > $2 AND heartbeat_at <= $3 \
+             AND (public_url LIKE 'http://%' OR public_url LIKE 'https://%') \
              ORDER BY heartbeat_at DESC LIMIT 1",
         )
         .bind(pid)
         .bind(now_ms() - NODE_EXPIRY_MS)
+        .bind(now_ms() + CLOCK_SKEW_MS)
         .fetch_optional(&mut *self.conn.lock().await)
         .await
         .map_err(|e| self.error(e))?;

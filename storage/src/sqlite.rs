@@ -41,7 +41,7 @@ pub struct SqliteStore {
     readers: SharedReader<SqliteConnection>,
     /// The path, for messages.
     pub(crate) path: String,
-    file: PathBuf,
+    pub(crate) file: PathBuf,
     /// The file opened for writing, to notice it being deleted or replaced.
     identity: Option<Identity>,
 }

@@ -1,9 +1,26 @@
 //! SQLite leases: the `leases` table row that names a session's writer, taken inside a write
 //! transaction and renewed by every commit and by the writer's heartbeat (see
 //! [`crate::lease`] for who counts as alive).
+//!
+//! Within one process a lease is counted, as PostgreSQL counts a connection's advisory locks:
+//! a `reel serve` that holds a loaded session's lease and takes it again (to refuse creating
+//! that id, say) keeps it when it gives the second one up. The row goes with the last release.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Mutex, MutexGuard},
+};
 
 use reel_engine::StoreError;
 use sqlx::{Row, SqliteConnection};
+
+/// How many times this process holds each lease, by database file and session.
+static HELD: Mutex<BTreeMap<(String, String), u32>> = Mutex::new(BTreeMap::new());
+
+fn held() -> MutexGuard<'static, BTreeMap<(String, String), u32>> {
+    // The map is whole after a panic elsewhere (single inserts and removals).
+    HELD.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 use crate::{
     SqliteStore, lease,
@@ -14,6 +31,21 @@ impl SqliteStore {
     /// Takes the session's lease inside a write transaction; `steal` takes it from a live
     /// holder too. Returns the previous holder that was overruled.
     pub(crate) async fn lease_row(
+        &mut self,
+        session_id: &str,
+        steal: bool,
+    ) -> Result<Option<String>, StoreError> {
+        let key = self.lease_key(session_id);
+        let overruled = self.write_lease_row(session_id, steal).await?;
+        *held().entry(key).or_default() += 1;
+        Ok(overruled)
+    }
+
+    fn lease_key(&self, session_id: &str) -> (String, String) {
+        (self.file.display().to_string(), session_id.to_owned())
+    }
+
+    async fn write_lease_row(
         &mut self,
         session_id: &str,
         steal: bool,
@@ -55,8 +87,20 @@ impl SqliteStore {
 }
 
 impl SqliteStore {
-    /// Gives up this process's lease of the session.
+    /// Gives up this process's lease of the session: its row goes once every holder in this
+    /// process has given it up.
     pub(crate) async fn release_row(&mut self, session_id: &str) -> Result<(), StoreError> {
+        {
+            let mut held = held();
+            let key = self.lease_key(session_id);
+            if let Some(count) = held.get_mut(&key) {
+                *count -= 1;
+                if *count > 0 {
+                    return Ok(());
+                }
+                held.remove(&key);
+            }
+        }
         sqlx::query("DELETE FROM leases WHERE session_id = $1 AND owner = $2")
             .bind(session_id)
             .bind(lease::this_process())

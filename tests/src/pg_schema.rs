@@ -38,6 +38,13 @@ impl PgSchema {
     }
 }
 
+impl PgSchema {
+    /// Runs `sql` in this schema, as another program on the database would.
+    pub fn execute(&self, sql: &str) {
+        execute(&self.dsn, sql.to_owned());
+    }
+}
+
 impl std::ops::Deref for PgSchema {
     type Target = str;
 

@@ -82,6 +82,40 @@ impl Served {
         Self::spawn_on(&listen, &args, &["--public-url", public_url], env)
     }
 
+    /// As [`Served::start`], in a process that may open at most `descriptors` files.
+    pub fn start_limited(command: &str, db: &Path, extra: &[&str], descriptors: u32) -> Self {
+        let db = db.to_str().expect("a UTF-8 path");
+        let mut args = vec!["--command", command, "--timeline-db", db];
+        args.extend(extra);
+        Self::launch("127.0.0.1:0", &args, &[], Some(descriptors))
+    }
+
+    /// A node as [`Served::start_node`], with `extra` flags and `env`.
+    pub fn start_node_with(
+        command: &str,
+        dsn: &str,
+        port: u16,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let public_url = format!("http://127.0.0.1:{port}");
+        let mut args = vec!["--command", command, "--timeline-dsn", dsn, "--public-url"];
+        args.push(&public_url);
+        Self::spawn_on(&format!("127.0.0.1:{port}"), &args, extra, env)
+    }
+
+    /// Its client presents `token` on every request from now on.
+    pub fn with_token(mut self, token: &str) -> Self {
+        let mut headers = reqwest::header::HeaderMap::new();
+        let value = format!("Bearer {token}").parse().expect("a header value");
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+        self.client = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .expect("a client");
+        self
+    }
+
     fn start_on(command: &str, store: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut args = vec!["--command", command];
         args.extend(store);
@@ -93,10 +127,27 @@ impl Served {
     }
 
     fn spawn_on(listen: &str, args: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(reel_binary())
+        let mut all = args.to_vec();
+        all.extend(extra);
+        Self::launch(listen, &all, env, None)
+    }
+
+    /// Starts `reel serve --listen LISTEN ARGS`, under a descriptor limit when given (the
+    /// shell's `ulimit`, then `exec`: the server keeps the shell's pid).
+    fn launch(listen: &str, args: &[&str], env: &[(&str, &str)], descriptors: Option<u32>) -> Self {
+        let mut command = match descriptors {
+            Some(limit) => {
+                let mut shell = Command::new("sh");
+                shell
+                    .args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\"")])
+                    .arg(reel_binary());
+                shell
+            }
+            None => Command::new(reel_binary()),
+        };
+        let mut child = command
             .args(["serve", "--listen", listen])
             .args(args)
-            .args(extra)
             .env_remove("REEL_LOG")
             .envs(env.iter().copied())
             .current_dir(repo_root())
@@ -139,6 +190,7 @@ impl Served {
         let response = self
             .client
             .post(self.url(path))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_owned())
             .send()
             .await
@@ -155,7 +207,7 @@ impl Served {
             .await
             .expect("the server accepts");
         let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
         );
         stream
             .write_all(head.as_bytes())
@@ -327,6 +379,25 @@ impl Served {
             .expect("the server upgrades");
         assert_eq!(response.status().as_u16(), 101);
         Socket::new(socket)
+    }
+
+    /// Opens a WebSocket on `path` as a page at `origin` would (its `Origin` header); the
+    /// refusal's status and body when the server refuses the handshake.
+    pub async fn websocket_from(&self, path: &str, origin: &str) -> Result<Socket, (u16, String)> {
+        use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest};
+        let url = self.url(path).replacen("http://", "ws://", 1);
+        let mut request = url.into_client_request().expect("a WebSocket URL");
+        let origin = origin.parse().expect("an Origin header value");
+        request.headers_mut().insert("origin", origin);
+        match tokio_tungstenite::connect_async(request).await {
+            Ok((socket, _)) => Ok(Socket::new(socket)),
+            Err(tungstenite::Error::Http(response)) => {
+                let body = response.body().as_deref().unwrap_or_default();
+                let body = String::from_utf8_lossy(body).into_owned();
+                Err((response.status().as_u16(), body))
+            }
+            Err(error) => panic!("the WebSocket handshake failed: {error}"),
+        }
     }
 
     /// Kills the server at once, as a crash would.

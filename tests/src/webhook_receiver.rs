@@ -13,7 +13,8 @@ use axum::{
     Router,
     body::Bytes,
     extract::State,
-    http::{HeaderMap, StatusCode},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
     routing::post,
 };
 use tokio::sync::watch;
@@ -46,6 +47,8 @@ pub struct Plan {
     pub then: u16,
     /// Whether POSTs wait for [`WebhookReceiver::open`].
     pub held: bool,
+    /// A `Location` every answer carries (for a redirect).
+    pub location: Option<String>,
 }
 
 impl Default for Plan {
@@ -54,6 +57,7 @@ impl Default for Plan {
             first: Vec::new(),
             then: 200,
             held: false,
+            location: None,
         }
     }
 }
@@ -62,6 +66,7 @@ struct Endpoint {
     posts: Mutex<Vec<Post>>,
     first: Mutex<VecDeque<u16>>,
     then: u16,
+    location: Option<String>,
     gate: watch::Receiver<bool>,
 }
 
@@ -88,6 +93,7 @@ impl WebhookReceiver {
             posts: Mutex::new(Vec::new()),
             first: Mutex::new(plan.first.into()),
             then: plan.then,
+            location: plan.location,
             gate: opened,
         });
         let app = Router::new()
@@ -142,7 +148,7 @@ async fn receive(
     State(endpoint): State<Arc<Endpoint>>,
     headers: HeaderMap,
     body: Bytes,
-) -> StatusCode {
+) -> Response {
     let mut gate = endpoint.gate.clone();
     let _ = gate.wait_for(|&open| open).await;
     let status = endpoint
@@ -156,5 +162,9 @@ async fn receive(
         body,
         status,
     });
-    StatusCode::from_u16(status).unwrap()
+    let status = StatusCode::from_u16(status).unwrap();
+    match &endpoint.location {
+        Some(location) => (status, [(header::LOCATION, location.clone())]).into_response(),
+        None => status.into_response(),
+    }
 }

@@ -254,3 +254,76 @@ fn one_file_as_timeline_and_turns_database_keeps_its_writes_visible() {
     let (status, _, stderr) = client.finish();
     assert!(status.success(), "{stderr}");
 }
+
+#[test]
+fn a_writer_that_exited_is_free_at_once_even_before_its_parent_reaps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let db = db.to_str().unwrap();
+    let made = run(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--session-id",
+        "z",
+        "--timeline-db",
+        db,
+    ]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    let mut writer = reel_tests::reel(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--rpc",
+        "--stdin-rpc",
+        "--session-id",
+        "z",
+        "--resume",
+        "--timeline-db",
+        db,
+    ])
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    // hello on stdout: it holds the lease.
+    let mut hello = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(writer.stdout.take().unwrap()),
+        &mut hello,
+    )
+    .unwrap();
+    assert!(hello.contains("hello"), "{hello}");
+    let busy = run(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--session-id",
+        "z",
+        "--resume",
+        "--timeline-db",
+        db,
+    ]);
+    assert!(
+        stderr(&busy).contains("is open in another process"),
+        "a live writer's session was written: {}",
+        stderr(&busy)
+    );
+    // Killed and not reaped: a zombie whose /proc entry still names its start time.
+    writer.kill().unwrap();
+    let pid = writer.id();
+    let zombie = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+    });
+    assert!(zombie, "the writer is a zombie");
+    // Free at once (a busy session is refused at once, it is not waited for).
+    let resumed = run(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--session-id",
+        "z",
+        "--resume",
+        "--timeline-db",
+        db,
+    ]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    writer.wait().unwrap();
+}

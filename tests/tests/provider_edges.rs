@@ -250,6 +250,62 @@ fn a_key_or_a_url_password_echoed_back_is_redacted_everywhere() {
     }
 }
 
+#[test]
+fn a_key_echoed_back_in_base64_is_redacted_everywhere() {
+    use base64::{
+        Engine,
+        engine::general_purpose::{STANDARD, URL_SAFE},
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = command(dir.path(), "openai", "  model: m\n");
+    let db = dir.path().join("t.db");
+    // The credential as gateways echo it: the key alone, a Basic pair, a header line, in both
+    // alphabets (each a different alignment of the key inside the encoded text).
+    let echoed: Vec<String> = ["", "user:", "Bearer "]
+        .iter()
+        .flat_map(|prefix| {
+            let plain = format!("{prefix}{KEY}");
+            [STANDARD.encode(&plain), URL_SAFE.encode(&plain)]
+        })
+        .collect();
+    let body = json!({"error": {"message": format!("bad credentials: {}", echoed.join(" ")), "type": "invalid_request_error"}});
+    let server = SseServer::start(vec![Reply::Status {
+        status: 401,
+        body: body.to_string(),
+    }]);
+    let (stdout, stderr, code) = run_with_key(&[
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--base-url",
+        &server.base_url(),
+        "--session-id",
+        "k",
+        "--timeline-db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(
+        error_of(&stdout).contains("[redacted]"),
+        "{}",
+        error_of(&stdout)
+    );
+    for (place, text) in [
+        ("stdout", String::from_utf8_lossy(&stdout).into_owned()),
+        ("stderr", stderr),
+        ("database", database_text(&db)),
+    ] {
+        for form in &echoed {
+            // What may be left of an encoded key is a few characters at each end.
+            let middle = &form[form.len() / 2 - 4..form.len() / 2 + 4];
+            assert!(
+                !text.contains(middle),
+                "the key's base64 {form} is in the {place}"
+            );
+        }
+    }
+}
+
 fn start(usage: Value) -> Vec<u8> {
     anthropic_event(
         json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",

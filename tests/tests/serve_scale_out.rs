@@ -261,3 +261,80 @@ async fn a_writer_behind_https_is_reached_for_writes_and_websockets() {
     );
     socket.close().await;
 }
+
+#[tokio::test]
+async fn nodes_forward_with_their_cluster_token_and_ignore_forged_node_rows() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let command = scripted_command(dir.path(), SCRIPT);
+    let tokens = ["--token-env", "REEL_T", "--cluster-token-env", "REEL_C"];
+    let env = [("REEL_T", "client-secret"), ("REEL_C", "cluster-secret")];
+
+    // A node with a token needs the cluster's, so that it never hands on a client's.
+    let refused = reel_tests::run(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--command",
+        &command,
+        "--timeline-dsn",
+        &schema.dsn,
+        "--public-url",
+        "http://127.0.0.1:1",
+        "--token-env",
+        "HOME",
+    ]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--cluster-token-env"), "{stderr}");
+
+    let a_port = free_port();
+    let a = Served::start_node_with(&command, &schema.dsn, a_port, &tokens, &env)
+        .with_token("client-secret");
+    let b = Served::start_node_with(&command, &schema.dsn, free_port(), &tokens, &env)
+        .with_token("client-secret");
+    a.create("s").await;
+    assert_eq!(a.reply("s", "one").await, "first reply");
+
+    // Rows nobody should trust: A's server process with an attacker's URL and a heartbeat an
+    // hour ahead, and one a second ahead whose URL is not http(s).
+    let attacker = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    attacker.set_nonblocking(true).unwrap();
+    let trap = format!("http://127.0.0.1:{}", attacker.local_addr().unwrap().port());
+    let now = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+    schema.execute(&format!(
+        "INSERT INTO serve_nodes (node_id, public_url, backend_pid, started_at, heartbeat_at) \
+         SELECT 'forged-future', '{trap}', backend_pid, 0, {now} + 3600000 FROM serve_nodes \
+         WHERE public_url = 'http://127.0.0.1:{a_port}'; \
+         INSERT INTO serve_nodes (node_id, public_url, backend_pid, started_at, heartbeat_at) \
+         SELECT 'forged-scheme', 'gopher://127.0.0.1:70', backend_pid, 0, {now} + 1000 FROM serve_nodes \
+         WHERE public_url = 'http://127.0.0.1:{a_port}'"
+    ));
+
+    // B forwards to A, with the cluster's token: A answers it, its run streams on A.
+    let mut on_a = a.events("s", None).await;
+    let rid = b.request("s", &submit("two")).await;
+    assert_eq!(text_of(&on_a.until_done(&rid).await), "second reply");
+    assert!(
+        attacker.accept().is_err(),
+        "a forged node row got a forwarded request"
+    );
+
+    // A takes the cluster token on forwarded requests only, and only it there.
+    let post = |token: &'static str, forwarded: bool| {
+        let mut request = reqwest::Client::new()
+            .post(a.url("/v1/sessions/s/requests"))
+            .header("content-type", "application/json")
+            .header("authorization", format!("Bearer {token}"))
+            .body(submit("x"));
+        if forwarded {
+            request = request.header("reel-forwarded-from", "reel serve");
+        }
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(post("cluster-secret", false).await, 401);
+    assert_eq!(post("client-secret", true).await, 401);
+    assert_eq!(post("cluster-secret", true).await, 202);
+}

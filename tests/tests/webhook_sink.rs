@@ -221,6 +221,40 @@ fn an_endpoint_that_refuses_is_not_retried() {
 }
 
 #[test]
+fn a_redirect_is_never_followed_and_names_where_it_pointed() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = scripted_command(dir.path(), &reply_with_pause(500));
+    // The other server a redirect points at: it must receive nothing.
+    let elsewhere = WebhookReceiver::start(Plan::default());
+    for status in [307, 308, 302] {
+        let endpoint = WebhookReceiver::start(Plan {
+            then: status,
+            location: Some(elsewhere.url()),
+            ..Plan::default()
+        });
+        let output = run(&args(&command, &endpoint.url()));
+        let frames = parse_frames(&output.stdout);
+        let failed = frames.iter().find_map(|f| match f.frame() {
+            Frame::Error(e) if e.code == "sink_failed" => Some(e.message.clone()),
+            _ => None,
+        });
+        let failed = failed.unwrap_or_else(|| {
+            panic!(
+                "{status}: no sink_failed: {}",
+                String::from_utf8_lossy(&output.stdout)
+            )
+        });
+        assert!(failed.contains(&elsewhere.url()), "{status}: {failed}");
+        assert_eq!(output.status.code(), Some(1), "{status}");
+        assert_eq!(endpoint.posts().len(), 1, "{status}: one POST, not retried");
+    }
+    assert!(
+        elsewhere.posts().is_empty(),
+        "the redirect's target received frames"
+    );
+}
+
+#[test]
 fn a_slow_endpoint_does_not_hold_the_session() {
     let dir = tempfile::tempdir().unwrap();
     let command = scripted_command(dir.path(), &long_reply(300));

@@ -17,7 +17,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use reel_engine::error_chain;
-use reel_server::{ServeOptions, SessionSource};
+use reel_server::{Allowed, ServeOptions, SessionSource, default_max_connections};
 use tokio_util::sync::CancellationToken;
 
 use crate::{run_command::exit, signals::SignalWatch};
@@ -67,6 +67,24 @@ pub struct ServeArgs {
     /// The environment variable holding the bearer token every route but /healthz needs.
     #[arg(long, value_name = "NAME")]
     pub token_env: Option<String>,
+    /// Scale-out with a token: the environment variable holding the token the nodes present
+    /// to each other when they forward a request (the same on every node; never a client's).
+    /// Required with --public-url and --token-env.
+    #[arg(long, value_name = "NAME", requires = "public_url")]
+    pub cluster_token_env: Option<String>,
+    /// A web page origin (e.g. https://app.example.com) allowed to call the API from a browser
+    /// besides the server's own page (repeatable); pages of any other origin are refused.
+    #[arg(long = "allow-origin", value_name = "URL")]
+    pub allow_origins: Vec<String>,
+    /// A host name the server answers for besides its listen address, localhost, the loopback
+    /// addresses and --public-url's host (repeatable), e.g. the name a proxy in front of it
+    /// passes on.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
+    /// The most connections open at once; more get 503 (default: a quarter below the
+    /// process's file descriptor limit).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
     /// On SIGTERM or SIGINT, how long running runs may go on before they are stopped (e.g.
     /// 10s, 2m; 0s stops them at once).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
@@ -88,15 +106,19 @@ pub async fn run(args: ServeArgs) -> u8 {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let token = match &args.token_env {
-        Some(name) => Some(
-            std::env::var(name)
-                .ok()
-                .filter(|token| !token.trim().is_empty())
-                .with_context(|| format!("--token-env {name}: the variable is not set or empty"))?,
-        ),
-        None => None,
-    };
+    let token = secret("--token-env", args.token_env.as_deref())?;
+    let cluster_token = secret("--cluster-token-env", args.cluster_token_env.as_deref())?;
+    if token.is_some() && args.public_url.is_some() && cluster_token.is_none() {
+        anyhow::bail!(
+            "--public-url with --token-env needs --cluster-token-env NAME: the token nodes present to each other when they forward a request (the same on every node), so that no node hands a client's token to another"
+        );
+    }
+    if let Some(url) = &args.public_url {
+        check_origin_url("--public-url", url)?;
+    }
+    for origin in &args.allow_origins {
+        check_origin_url("--allow-origin", origin)?;
+    }
     let sessions = Arc::new(CommandSessions::open(Setup::of_serve(&args)?).await?);
     let stop = CancellationToken::new();
     let node = match &args.public_url {
@@ -109,6 +131,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         token,
         grace: args.grace,
         idle_timeout: args.idle_timeout,
+        allowed: Allowed::new(
+            &args.allow_hosts,
+            &args.allow_origins,
+            args.public_url.as_deref(),
+        ),
+        max_connections: args
+            .max_connections
+            .map_or_else(default_max_connections, |n| n as usize),
+        cluster_token,
     };
     let stopped = stop.clone();
     let source: Arc<dyn SessionSource> = Arc::clone(&sessions) as _;
@@ -124,5 +155,29 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     served?;
     tracing::info!("reel serve: stopped");
+    Ok(())
+}
+
+/// The secret in the environment variable `flag` names, if it names one.
+fn secret(flag: &str, name: Option<&str>) -> anyhow::Result<Option<String>> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let value = std::env::var(name)
+        .ok()
+        .filter(|value| !value.trim().is_empty())
+        .with_context(|| format!("{flag} {name}: the variable is not set or empty"))?;
+    Ok(Some(value))
+}
+
+/// Refuses a `flag` value that is no http(s) URL.
+fn check_origin_url(flag: &str, url: &str) -> anyhow::Result<()> {
+    let plausible = ["http://", "https://"]
+        .iter()
+        .any(|scheme| url.len() > scheme.len() && url[..scheme.len()].eq_ignore_ascii_case(scheme));
+    anyhow::ensure!(
+        plausible,
+        "{flag} {url:?}: give an http:// or https:// URL, e.g. http://10.0.0.5:8080"
+    );
     Ok(())
 }

@@ -109,11 +109,15 @@ impl Setup {
 impl CommandSessions {
     pub(crate) async fn open(setup: Setup) -> anyhow::Result<Self> {
         let Setup {
-            commands,
+            mut commands,
             location,
             turns,
             template,
         } = setup;
+        // Absolute, so that a tool's path relative to its command file is found from any
+        // working directory a session's tools run in (an editor's, in `reel acp`).
+        commands.default = commands.default.map(absolute).transpose()?;
+        commands.folder = commands.folder.map(absolute).transpose()?;
         let all = commands
             .all()
             .with_context(|| format!("--commands {:?}", commands.folder))?;
@@ -195,8 +199,13 @@ impl CommandSessions {
     ) -> Result<(), SourceError> {
         let chosen = self.commands.choose(config)?;
         let mut store = self.beside(Connection::Writing).await?;
-        // The lease first: of two creations of one id, the second then finds the first's. A
-        // session someone holds exists (or is being created).
+        // A session that is there is refused before its lease is touched.
+        if store.exists(id).await.map_err(failed)? {
+            return Err(self.exists(id));
+        }
+        // Then the lease: of two creations of one id, the second then finds the first's. A
+        // session someone holds exists (or is being created). Taken twice in this process
+        // (a session loaded meanwhile), its release leaves the first holder's.
         let exists = || self.exists(id);
         match store.lease(id).await {
             Err(StoreError::Busy(_)) => return Err(exists()),
@@ -389,4 +398,10 @@ impl From<ExportFormat> for Format {
             ExportFormat::Turns => Format::Turns,
         }
     }
+}
+
+/// `path` made absolute against this process's working directory.
+fn absolute(path: PathBuf) -> anyhow::Result<PathBuf> {
+    std::path::absolute(&path)
+        .with_context(|| format!("{}: cannot make it absolute", path.display()))
 }

@@ -5,7 +5,7 @@
 //! sees frames in order. A POST that fails for a reason that may pass (no connection, a time
 //! out, 408, 429, 5xx) is retried with the same `webhook-id` after a growing pause (or the
 //! endpoint's `Retry-After`), for up to `retry_for`; then, or at once for any other answer
-//! (a 4xx says retrying cannot help), the sink fails and the session reports `sink_failed`
+//! (a 4xx says retrying cannot help; a redirect is never followed), the sink fails and the session reports `sink_failed`
 //! while the run goes on.
 //!
 //! Frames wait in a bounded queue while a POST is in flight or retried, so a slow endpoint does
@@ -60,6 +60,9 @@ impl WebhookSink {
         let client = reqwest::Client::builder()
             .user_agent(concat!("reel/", env!("CARGO_PKG_VERSION")))
             .timeout(REQUEST_TIMEOUT)
+            // A redirect would hand the frames and their signature to another address: it is
+            // a failure that names where it pointed, never followed.
+            .redirect(reqwest::redirect::Policy::none())
             .build()?;
         Ok(Self {
             target: target.clone(),
@@ -154,6 +157,16 @@ impl WebhookSink {
         let status = response.status();
         if status.is_success() {
             return Ok(());
+        }
+        if status.is_redirection() {
+            let location = response
+                .headers()
+                .get(header::LOCATION)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default();
+            return Err(Failure::Refused(format!(
+                "the endpoint answered {status}, redirecting to {location:?}; reel does not follow a webhook's redirects (the frames and their signature would go elsewhere): give the URL it redirects to"
+            )));
         }
         let message = format!("the endpoint answered {status}");
         if status.is_server_error()
