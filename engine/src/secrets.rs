@@ -18,6 +18,10 @@ pub const REDACTED: &str = "[redacted]";
 /// Secrets shorter than this are not looked for: they would match ordinary text.
 const SHORTEST: usize = 4;
 
+/// The base64 pieces of a secret shorter than this are not looked for either (a short
+/// secret's pieces are a few letters that ordinary text holds).
+const SHORTEST_ENCODED: usize = 8;
+
 /// The secrets of one provider.
 #[derive(Clone, Debug, Default)]
 pub struct Secrets {
@@ -86,7 +90,10 @@ fn base64_forms(secret: &[u8]) -> Vec<String> {
         let end = data.len() * 8 / 6;
         for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
             let encoded = engine.encode(&data);
-            if let Some(form) = encoded.get(skip..end).filter(|f| f.len() >= SHORTEST) {
+            if let Some(form) = encoded
+                .get(skip..end)
+                .filter(|f| f.len() >= SHORTEST_ENCODED)
+            {
                 forms.push(form.to_owned());
             }
         }

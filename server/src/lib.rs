@@ -45,6 +45,10 @@ pub use frames::Position;
 pub use front_door::Allowed;
 pub use source::{ExportFormat, SessionConfig, SessionSource, SourceError};
 
+/// How long, once the sessions have stopped, their last frames have to reach the clients
+/// before every connection left is closed.
+const LAST_FRAMES: Duration = Duration::from_secs(1);
+
 /// How a server listens.
 pub struct ServeOptions {
     pub listen: SocketAddr,
@@ -136,19 +140,24 @@ pub async fn serve(
     // with them, which ends their connections. Whatever connection is left after the grace
     // period (a client that sends half a request, or reads nothing) is closed then.
     let stopped = CancellationToken::new();
+    let sessions_done = CancellationToken::new();
     let stopping = Arc::clone(&host);
     let sessions_stopped = tokio::spawn({
-        let stopped = stopped.clone();
+        let (stopped, done) = (stopped.clone(), sessions_done.clone());
         async move {
             stop.await;
             stopped.cancel();
             tracing::info!("stopping: no new connections; running runs have {grace:?} to end");
             stopping.shut_down(grace).await;
+            done.cancel();
         }
     });
     connections.accept(listener, stopped).await;
     let force_close = async {
-        tokio::time::sleep(grace).await;
+        // The sessions' last frames (their runs stopped, `done`) go out to the clients that
+        // read them; whoever does not read by then is cut off.
+        tokio::join!(tokio::time::sleep(grace), sessions_done.cancelled());
+        tokio::time::sleep(LAST_FRAMES).await;
         tracing::debug!("closing the connections left after the grace period");
         connections.close_all();
         std::future::pending::<()>().await

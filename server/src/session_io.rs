@@ -243,7 +243,8 @@ impl<E: Into<ApiError>> From<E> for SubscribeError {
     }
 }
 
-/// Session `id`, loaded, and its frames after `cursor` for one subscriber.
+/// Session `id`, loaded, and its frames after `cursor` for one subscriber. A session that
+/// unloads meanwhile (a `shutdown` request just ended it) is loaded again.
 async fn subscribed(
     host: &Host,
     id: &str,
@@ -251,11 +252,17 @@ async fn subscribed(
 ) -> Result<(Arc<Hosted>, FrameReceiver), SubscribeError> {
     let mut catalog = host.source().catalog().await?;
     summary(catalog.as_mut(), id).await?;
-    let hosted = match host.session(id).await {
-        Ok(hosted) => hosted,
-        Err(SourceError::Busy(_)) => return Err(SubscribeError::Busy),
-        Err(error) => return Err(error.into()),
-    };
-    let frames = subscription::subscribe(&hosted, catalog, id, cursor).await?;
-    Ok((hosted, frames))
+    loop {
+        let hosted = match host.session(id).await {
+            Ok(hosted) => hosted,
+            Err(SourceError::Busy(_)) => return Err(SubscribeError::Busy),
+            Err(error) => return Err(error.into()),
+        };
+        let Some(live) = hosted.subscribe() else {
+            hosted.unloaded().await;
+            continue;
+        };
+        let frames = subscription::subscribe(&hosted, live, catalog, id, cursor).await?;
+        return Ok((hosted, frames));
+    }
 }

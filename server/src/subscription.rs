@@ -31,19 +31,15 @@ const STORE_WAIT: Duration = Duration::from_secs(30);
 const STORE_POLL: Duration = Duration::from_millis(20);
 
 /// Starts streaming session `id`'s frames after `cursor` (with none: its whole timeline as one
-/// snapshot, then what follows). The receiver ends when the session unloads or the stream
+/// snapshot, then what follows), `live` being its broadcast. The receiver ends when the session unloads or the stream
 /// fails; a cursor past the session's end gets hello and a terminal error.
 pub async fn subscribe(
     hosted: &Hosted,
+    live: broadcast::Receiver<Arc<Frame>>,
     mut catalog: Box<dyn SessionCatalog>,
     id: &str,
     cursor: Option<Position>,
 ) -> Result<FrameReceiver, StoreError> {
-    let Some(live) = hosted.subscribe() else {
-        return Err(StoreError::NotFound(format!(
-            "session {id} has just unloaded; open the stream again"
-        )));
-    };
     // Every frame of an event up to here went out before this subscriber listened: it reads
     // them from the store (waiting for their commit), the later ones come live.
     let broadcast = hosted.last_ordinal();

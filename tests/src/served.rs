@@ -9,15 +9,16 @@ use std::{
     time::Duration,
 };
 
-use futures::StreamExt;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use reel_proto::rpc::rpc_line::Frame;
 
-use crate::{FrameLine, reel_binary, repo_root};
+use crate::{reel_binary, repo_root};
 
+mod events;
 mod socket;
+pub use events::{Events, StreamedFrame};
 pub use socket::Socket;
 
 /// A running `reel serve`; killed when dropped.
@@ -418,86 +419,6 @@ async fn answer(response: reqwest::Response) -> (u16, Value) {
     let text = response.text().await.expect("a body");
     let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
     (status, body)
-}
-
-/// One event of a stream: its SSE id and its frame.
-#[derive(Debug, Clone)]
-pub struct StreamedFrame {
-    pub id: String,
-    pub frame: FrameLine,
-}
-
-type EventStream = std::pin::Pin<
-    Box<dyn futures::Stream<Item = Result<eventsource_stream::Event, String>> + Send>,
->;
-
-/// A session's event stream.
-pub struct Events {
-    inner: EventStream,
-}
-
-impl Events {
-    fn of<B, E>(body: B) -> Self
-    where
-        B: futures::Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
-        E: std::fmt::Display + Send + 'static,
-    {
-        let events =
-            eventsource_stream::EventStream::new(body).map(|e| e.map_err(|e| e.to_string()));
-        Self {
-            inner: Box::pin(events),
-        }
-    }
-
-    /// The next frame; `None` when the stream ended (or stayed silent for a minute).
-    pub async fn next(&mut self) -> Option<StreamedFrame> {
-        let event = tokio::time::timeout(Duration::from_secs(60), self.inner.next())
-            .await
-            .ok()??
-            .expect("a well-formed SSE event");
-        let frame = crate::parse_frames(format!("{}\n", event.data).as_bytes())
-            .pop()
-            .expect("one frame per event");
-        Some(StreamedFrame {
-            id: event.id,
-            frame,
-        })
-    }
-
-    /// Frames up to and with the `done` of request `rid`.
-    pub async fn until_done(&mut self, rid: &str) -> Vec<StreamedFrame> {
-        let mut frames = Vec::new();
-        while let Some(frame) = self.next().await {
-            let done = frame.frame.line.request_id == rid && frame.frame.done_status().is_some();
-            frames.push(frame);
-            if done {
-                return frames;
-            }
-        }
-        let shown: Vec<&str> = frames
-            .iter()
-            .rev()
-            .take(3)
-            .map(|f| f.frame.text.as_str())
-            .collect();
-        panic!(
-            "the stream ended before {rid}'s done, after {} frames; the last: {shown:?}",
-            frames.len()
-        );
-    }
-
-    /// Frames until one with SSE id `id`, with it.
-    pub async fn until_id(&mut self, id: &str) -> Vec<StreamedFrame> {
-        let mut frames = Vec::new();
-        while let Some(frame) = self.next().await {
-            let last = frame.id == id;
-            frames.push(frame);
-            if last {
-                return frames;
-            }
-        }
-        panic!("the stream ended before id {id}: {frames:?}");
-    }
 }
 
 /// An echoing command (the scripted provider with no script echoes the prompt word by word).
