@@ -77,9 +77,15 @@ pub async fn open(args: &RunCommandArgs) -> anyhow::Result<Option<Opened>> {
         turns,
         shown,
     };
-    open_in(stores, session_id, args.resume, args.steal_lease)
-        .await
-        .map(Some)
+    let opened = open_in(stores, session_id, args.resume, args.steal_lease).await?;
+    if args.resume {
+        tracing::info!(
+            "resuming session {} at ordinal {}",
+            opened.session_id,
+            opened.log.last_ordinal()
+        );
+    }
+    Ok(Some(opened))
 }
 
 /// The databases a session is kept in, open.
@@ -156,12 +162,6 @@ pub async fn open_in(
         }
         (None, None) => unreachable!("one database at least"),
     };
-    if resume {
-        tracing::info!(
-            "resuming session {session_id} at ordinal {}",
-            log.last_ordinal()
-        );
-    }
     let archive = match &timeline {
         Some(store) => Some(store.reader().await?),
         None => None,

@@ -35,12 +35,14 @@ pub struct Prepared {
 
 /// How the HTTP provider the flags and the command file describe is reached. The API key is
 /// read from an environment variable only, and goes nowhere but the request's key header.
+/// Refused before any call: a base URL without its scheme, and no key for the provider's own
+/// service (a server of your own, named by a base URL, may take none).
 fn http_config(
     args: &RunCommandArgs,
     defaults: &ProviderDefaults,
     provider: ProviderName,
     default_base_url: &str,
-) -> HttpConfig {
+) -> anyhow::Result<HttpConfig> {
     let key_variable = key_variable(args, defaults, provider);
     let mut config = HttpConfig {
         api_key: std::env::var(&key_variable)
@@ -49,18 +51,36 @@ fn http_config(
         ..HttpConfig::new(default_base_url)
     };
     if let Some(url) = args.base_url.clone().or_else(|| defaults.base_url.clone()) {
+        check_base_url(&url)?;
         config.base_url = url;
     }
     if let Some(ms) = args.timeout_ms.or(defaults.timeout_ms) {
         config.idle_timeout = std::time::Duration::from_millis(ms);
     }
     if config.api_key.is_none() {
-        tracing::info!(
-            "{key_variable} is not set: calling {} without an API key",
-            config.secrets().shown_url(&config.base_url)
+        let shown = config.secrets().shown_url(&config.base_url);
+        if config.base_url == default_base_url {
+            bail!(
+                "{key_variable} is not set: {shown} needs an API key. Set it (export {key_variable}=...), name another variable with --api-key-env NAME, or give --base-url for a server that takes none"
+            );
+        }
+        tracing::info!("{key_variable} is not set: calling {shown} without an API key");
+    }
+    Ok(config)
+}
+
+/// A base URL must say how it is reached (`http://` or `https://`).
+fn check_base_url(url: &str) -> anyhow::Result<()> {
+    let has_scheme = ["http://", "https://"].iter().any(|scheme| {
+        url.get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+    });
+    if !has_scheme {
+        bail!(
+            "the base URL {url:?} has no http:// or https://: give it whole, e.g. http://127.0.0.1:8080/v1"
         );
     }
-    config
+    Ok(())
 }
 
 /// Extended thinking is Anthropic's, and its API refuses it together with a set temperature,
@@ -152,7 +172,7 @@ pub fn prepare(invocation: &Invocation) -> anyhow::Result<Prepared> {
                 defaults,
                 provider_name,
                 OpenAiProvider::DEFAULT_BASE_URL,
-            );
+            )?;
             Box::new(OpenAiProvider::new(config)?)
         }
         ProviderName::Anthropic => {
@@ -161,7 +181,7 @@ pub fn prepare(invocation: &Invocation) -> anyhow::Result<Prepared> {
                 defaults,
                 provider_name,
                 AnthropicProvider::DEFAULT_BASE_URL,
-            );
+            )?;
             Box::new(AnthropicProvider::new(config)?)
         }
     };
@@ -179,6 +199,15 @@ pub fn prepare(invocation: &Invocation) -> anyhow::Result<Prepared> {
         stop: defaults.stop.clone(),
         tool_call_prefill: defaults.tool_call_prefill.clone(),
     };
+    if provider_name != ProviderName::Scripted && settings.model.trim().is_empty() {
+        bail!(
+            "the {} provider needs a model: give --model NAME, or model: under the command file's provider",
+            match provider_name {
+                ProviderName::Anthropic => "anthropic",
+                _ => "openai",
+            }
+        );
+    }
     check_thinking(&settings, provider_name, command.tool_choice)?;
     // Tools never see the API key, whichever provider runs.
     let key = key_variable(args, defaults, provider_name);

@@ -204,7 +204,8 @@ impl Host {
             writer.await;
             done.cancel();
         });
-        tracing::info!("session {id} loaded");
+        // Thousands of sessions load and unload in a server's day: not news for its log.
+        tracing::debug!("session {id} loaded");
         Ok(Arc::new(Hosted {
             requests: RwLock::new(Some(requests)),
             frames: weak,

@@ -49,6 +49,8 @@ fn run_anthropic_with(server: &SseServer, extra: &[&str]) -> (Vec<FrameLine>, Op
         "examples/echo.yaml",
         "--provider",
         "anthropic",
+        "--model",
+        "claude-test",
         "--base-url",
         &base_url,
         "--rpc",

@@ -346,7 +346,7 @@ fn a_cancel_aborts_the_request_at_once() {
     let command = write_file(
         dir.path(),
         "cmd.yaml",
-        "name: t\ndescription: t\nprompt: go\nprovider:\n  name: openai\n",
+        "name: t\ndescription: t\nprompt: go\nprovider:\n  name: openai\n  model: m\n",
     );
     let mut child = reel(&[
         "run-command",

@@ -85,9 +85,18 @@ fn a_tool_may_not_ask_for_the_api_key() {
         dir.path(),
         "    executor:\n      command: [env]\n    env: [OPENAI_API_KEY]\n",
     );
-    let output = reel(&["run-command", &cmd, "--rpc", "--provider", "openai"])
-        .output()
-        .unwrap();
+    let output = reel(&[
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--provider",
+        "openai",
+        "--model",
+        "m",
+    ])
+    .env("OPENAI_API_KEY", "sk-not-used")
+    .output()
+    .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("tools never see the key"), "{stderr}");

@@ -27,7 +27,7 @@ use crate::{run_command::exit, signals::SignalWatch};
 pub struct ServeArgs {
     /// Where to listen, e.g. 127.0.0.1:8080 (port 0 takes a free one; the address is printed
     /// on stderr). Without --token-env only a loopback address is allowed.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = listen_address)]
     pub listen: SocketAddr,
     /// The command file a session runs when it names none (its provider, system prompt and
     /// tools).
@@ -180,4 +180,17 @@ fn check_origin_url(flag: &str, url: &str) -> anyhow::Result<()> {
         "{flag} {url:?}: give an http:// or https:// URL, e.g. http://10.0.0.5:8080"
     );
     Ok(())
+}
+
+/// `--listen`'s address, or what to give instead.
+fn listen_address(text: &str) -> Result<SocketAddr, String> {
+    text.parse().map_err(|_| {
+        let port = text
+            .trim_start_matches(':')
+            .parse::<u16>()
+            .map_or_else(|_| "8080".to_owned(), |port| port.to_string());
+        format!(
+            "an address is an IP address and a port, e.g. 127.0.0.1:{port} (127.0.0.1:0 takes a free port; 0.0.0.0:{port} every interface, with --token-env)"
+        )
+    })
 }

@@ -73,7 +73,7 @@ impl OpenedSession {
                 failure.message
             );
         }
-        tracing::info!("session {id} unloaded ({end:?})");
+        tracing::debug!("session {id} unloaded ({end:?})");
     }
 
     /// Readies the session for requests: closes a run its last process left open (as resume
