@@ -121,6 +121,32 @@ fn every_frame_arrives_once_in_order_batched_and_signed() {
 }
 
 #[test]
+fn batch_is_the_most_frames_a_post_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = scripted_command(dir.path(), &long_reply(200));
+    for batch in [1, 7] {
+        let endpoint = WebhookReceiver::start(Plan::default());
+        let uri = format!("{}?batch={batch}", endpoint.url());
+        let output = run(&args(&command, &uri));
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let posts = endpoint.posts();
+        let sizes: Vec<usize> = posts
+            .iter()
+            .map(|p| p.body.iter().filter(|&&b| b == b'\n').count())
+            .collect();
+        assert!(
+            sizes.iter().all(|&n| (1..=batch).contains(&n)),
+            "batch={batch}: {sizes:?}"
+        );
+        assert_delivered_once_in_order(&posts, &output.stdout);
+    }
+}
+
+#[test]
 fn failed_posts_are_retried_with_the_same_id_and_body() {
     let dir = tempfile::tempdir().unwrap();
     let command = scripted_command(dir.path(), &long_reply(300));

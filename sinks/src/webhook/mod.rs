@@ -74,22 +74,26 @@ impl WebhookSink {
     /// Posts what the queue holds, a batch at a time, until the queue closes.
     async fn post_all(self, mut queue: mpsc::Receiver<OutputBatch>) -> Result<(), SinkError> {
         while let Some(first) = queue.recv().await {
-            let mut body = Vec::new();
-            let mut frames = 0;
+            // What has come meanwhile joins, up to a POST's worth (a batch of the fan-out is
+            // any number of frames: an event's backendEvent and ui events, or many events).
+            let (mut lines, mut count) = (Vec::new(), 0);
             let mut next = Some(first);
             while let Some(batch) = next.take() {
-                let start = body.len();
+                let start = lines.len();
                 for output in batch.iter() {
-                    encode(output, true, &mut body)?;
+                    encode(output, true, &mut lines)?;
                 }
-                // An output is one frame or several (an event's backendEvent and ui events).
-                frames += body[start..].iter().filter(|&&b| b == b'\n').count();
-                if frames < self.target.batch && body.len() < MAX_BODY {
+                count += line_count(&lines[start..]);
+                if count < self.target.batch && lines.len() < MAX_BODY {
                     next = queue.try_recv().ok();
                 }
             }
-            if !body.is_empty() {
-                self.deliver(Bytes::from(body)).await?;
+            // Then POSTs of at most `batch` frames each, in order.
+            let mut rest = lines.as_slice();
+            while !rest.is_empty() {
+                let cut = post_end(rest, self.target.batch);
+                self.deliver(Bytes::copy_from_slice(&rest[..cut])).await?;
+                rest = &rest[cut..];
             }
         }
         Ok(())
@@ -189,6 +193,49 @@ impl WebhookSink {
             "webhook {}: {message}",
             self.target.shown()
         )))
+    }
+}
+
+/// How many frames (lines) `body` holds.
+fn line_count(body: &[u8]) -> usize {
+    body.iter().filter(|&&b| b == b'\n').count()
+}
+
+/// Where the first POST of `lines` ends: after at most `batch` lines, and before
+/// [`MAX_BODY`] bytes unless its first line alone is larger.
+fn post_end(lines: &[u8], batch: usize) -> usize {
+    let mut end = 0;
+    for (taken, newline) in lines
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .map(|(at, _)| at + 1)
+        .enumerate()
+    {
+        if taken == batch || (end > 0 && newline > MAX_BODY) {
+            break;
+        }
+        end = newline;
+    }
+    if end == 0 { lines.len() } else { end }
+}
+
+#[cfg(test)]
+mod post_tests {
+    use super::*;
+
+    #[test]
+    fn a_post_holds_at_most_batch_frames_and_stays_under_the_body_limit() {
+        let lines = b"a\nbb\nccc\n";
+        assert_eq!(post_end(lines, 1), 2);
+        assert_eq!(post_end(lines, 2), 5);
+        assert_eq!(post_end(lines, 256), lines.len());
+        let big = vec![b'x'; MAX_BODY];
+        let mut two = big.clone();
+        two.push(b'\n');
+        let first = two.len();
+        two.extend_from_slice(b"y\n");
+        assert_eq!(post_end(&two, 256), first, "a frame past the limit waits");
     }
 }
 
