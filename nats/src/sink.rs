@@ -53,10 +53,16 @@ impl JetStreamSink {
             stream: target.stream.clone(),
             message,
         };
-        let mut stream = jetstream
-            .get_or_create_stream(target.stream_config())
-            .await
-            .map_err(|e| stream_error(e.to_string()))?;
+        let mut stream = match jetstream.get_or_create_stream(target.stream_config()).await {
+            Ok(stream) => stream,
+            Err(error) => {
+                let mut message = error.to_string();
+                if message.contains("overlap") {
+                    message.push_str(&overlapping(&jetstream, target).await);
+                }
+                return Err(stream_error(message));
+            }
+        };
         let kept = &stream.cached_info().config;
         if (kept.retention, kept.storage) != (target.retention, target.storage) {
             // An existing stream keeps its own configuration; the URI's is for creating one.
@@ -235,5 +241,57 @@ impl Sink for JetStreamSink {
             acks.committed(self.acknowledged);
         }
         Ok(())
+    }
+}
+
+/// Which existing stream's subjects overlap the ones `target` would create its stream with,
+/// and what to do about it (for the server's "subjects overlap" refusal).
+async fn overlapping(jetstream: &async_nats::jetstream::Context, target: &NatsTarget) -> String {
+    use futures::StreamExt;
+    let ours = target.stream_config().subjects;
+    let mut streams = jetstream.streams();
+    while let Some(Ok(info)) = streams.next().await {
+        let clash = info
+            .config
+            .subjects
+            .iter()
+            .find(|theirs| ours.iter().any(|ours| subjects_overlap(ours, theirs)));
+        if let Some(theirs) = clash {
+            return format!(
+                ": stream {:?} takes {theirs:?}, which holds this sink's subjects ({}); write to that stream (nats://HOST:PORT/{}) or give this one subjects of its own with ?subject_prefix=NAME",
+                info.config.name,
+                ours.join(", "),
+                info.config.name
+            );
+        }
+    }
+    " (another stream takes these subjects; give this one subjects of its own with ?subject_prefix=NAME)".to_owned()
+}
+
+/// Whether two NATS subject patterns (`*` one token, `>` the rest) can match one subject.
+fn subjects_overlap(a: &str, b: &str) -> bool {
+    let (mut a, mut b) = (a.split('.'), b.split('.'));
+    loop {
+        match (a.next(), b.next()) {
+            (Some(">"), Some(_)) | (Some(_), Some(">")) => return true,
+            (Some(x), Some(y)) if x == y || x == "*" || y == "*" => continue,
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod overlap_tests {
+    use super::subjects_overlap;
+
+    #[test]
+    fn patterns_overlap_as_nats_matches_them() {
+        assert!(subjects_overlap("reel.*.events", "reel.>"));
+        assert!(subjects_overlap("reel.*.events", "reel.s1.events"));
+        assert!(subjects_overlap("reel.*.events", "*.*.*"));
+        assert!(!subjects_overlap("reel.*.events", "other.>"));
+        assert!(!subjects_overlap("reel.*.events", "reel.*"));
+        assert!(!subjects_overlap("reel.*.events", "reel.*.events.more"));
     }
 }

@@ -193,6 +193,28 @@ async fn a_stream_that_refuses_the_session_fails_the_run_like_a_database() {
 }
 
 #[tokio::test]
+async fn a_stream_whose_subjects_another_takes_is_named_with_what_to_do() {
+    let other = stream_name("takes_all");
+    let ours = stream_name("overlapped");
+    delete_stream(&ours).await;
+    // Another stream takes every subject under our prefix.
+    make_stream(&other, &[&format!("{ours}.>")]).await;
+    let output = run(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--rpc",
+        "--sink",
+        &sink_of(&ours),
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let said = format!("{}{stderr}", String::from_utf8_lossy(&output.stdout));
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(said.contains(&other) && said.contains("takes"), "{said}");
+    assert!(said.contains("subject_prefix"), "{said}");
+    delete_stream(&other).await;
+}
+
+#[tokio::test]
 async fn a_closed_port_is_a_clear_error_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
