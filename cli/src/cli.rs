@@ -6,7 +6,10 @@
 
 use std::{collections::BTreeMap, ffi::OsString, path::PathBuf};
 
-use clap::{Arg, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::{
+    Arg, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum,
+    error::{ContextKind, ContextValue, ErrorKind},
+};
 
 use crate::command_file::{CommandFile, CommandFileError};
 
@@ -257,7 +260,13 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
     if let Some(Ok(file)) = &loaded {
         command = command.mut_subcommand("run-command", |sub| with_variable_flags(sub, file));
     }
-    let matches = command.get_matches_from(&args);
+    let matches = match (command.try_get_matches_from(&args), &loaded) {
+        (Ok(matches), _) => matches,
+        (Err(error), Some(Ok(file))) if error.kind() == ErrorKind::UnknownArgument => {
+            unknown_flag(&error, file)
+        }
+        (Err(error), _) => error.exit(),
+    };
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.action {
         Action::Bench(bench) => Parsed::Bench(bench),
@@ -298,9 +307,35 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
     }
 }
 
+/// Exits on a flag `run-command` does not know, saying which variables `file` declares (clap's
+/// own tip, to pass it after `--`, is no help: a variable is a flag of its own).
+fn unknown_flag(error: &clap::Error, file: &CommandFile) -> ! {
+    let flag = match error.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(flag)) => flag.clone(),
+        _ => error.exit(),
+    };
+    let declared: Vec<String> = file
+        .variables
+        .iter()
+        .map(|v| format!("--{}", v.name))
+        .collect();
+    let declared = match declared.is_empty() {
+        true => "no variables".to_owned(),
+        false => format!("the variables {}", declared.join(", ")),
+    };
+    eprintln!(
+        "error: unexpected argument '{flag}': command {:?} declares {declared} (each a flag: --NAME VALUE); `reel run-command FILE --help` lists every flag",
+        file.name
+    );
+    std::process::exit(2)
+}
+
 /// `run-command` with one `--NAME VALUE` flag per variable of `file`.
 fn with_variable_flags(mut sub: clap::Command, file: &CommandFile) -> clap::Command {
-    sub = sub.about(format!("{}: {}", file.name, file.description));
+    sub = match file.description.is_empty() {
+        true => sub.about(file.name.clone()),
+        false => sub.about(format!("{}: {}", file.name, file.description)),
+    };
     for variable in &file.variables {
         let mut arg = Arg::new(variable_id(&variable.name))
             .long(variable.name.clone())

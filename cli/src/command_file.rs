@@ -116,6 +116,8 @@ pub const RESERVED_FLAGS: &[&str] = &[
 #[serde(deny_unknown_fields)]
 pub struct CommandFile {
     pub name: String,
+    /// What it does, for `--help`; optional.
+    #[serde(default)]
     pub description: String,
     #[serde(default)]
     pub system_prompt: Option<String>,

@@ -144,3 +144,35 @@ async fn a_server_does_not_log_every_session_it_loads() {
         .collect();
     assert!(noisy.is_empty(), "{noisy:#?}");
 }
+
+#[test]
+fn an_unknown_flag_is_told_which_variables_the_command_declares() {
+    let (code, stderr) = stderr_of(&["run-command", "examples/echo.yaml", "--nmae", "Ada"], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("'--nmae'") && stderr.contains("declares the variables --name"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("-- --nmae"),
+        "clap's tip is no help here: {stderr}"
+    );
+}
+
+#[test]
+fn a_command_file_needs_no_description() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = reel_tests::write_file(dir.path(), "min.yaml", "name: min\nprompt: hello there\n");
+    let output = reel(&["run-command", &file, "--output", "text"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "hello there"
+    );
+}
