@@ -108,6 +108,11 @@ impl PostgresStore {
         let mut conn = PgConnection::connect_with(&options)
             .await
             .map_err(|e| StoreError::database(format!("cannot connect to {shown}"), e))?;
+        if access == Access::ReadWrite {
+            create_missing_schema(&mut conn).await.map_err(|e| {
+                StoreError::database(format!("cannot create the schema {shown} names"), e)
+            })?;
+        }
         let schema = read_schema(&mut conn)
             .await
             .map_err(|e| StoreError::database(format!("cannot read the schema of {shown}"), e))?;
@@ -260,6 +265,37 @@ async fn read_schema(conn: &mut PgConnection) -> Result<Result<Schema, Refusal>,
         .filter(|t| REEL_TABLES.contains(&t.as_str()))
         .collect();
     Ok(schema::judge_tables(&clashing))
+}
+
+/// Creates the first schema of the connection's `search_path` when it does not exist (a DSN's
+/// `options=-csearch_path=NAME` names one, and PostgreSQL would otherwise refuse to create
+/// anything: "no schema has been selected to create in").
+async fn create_missing_schema(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    let current: Option<String> = sqlx::query_scalar("SELECT current_schema()")
+        .fetch_one(&mut *conn)
+        .await?;
+    if current.is_some() {
+        return Ok(());
+    }
+    let path: String = sqlx::query_scalar("SELECT current_setting('search_path')")
+        .fetch_one(&mut *conn)
+        .await?;
+    let first = path.split(',').next().unwrap_or_default().trim();
+    let name = first
+        .strip_prefix('"')
+        .and_then(|n| n.strip_suffix('"'))
+        .map_or_else(|| first.to_owned(), |n| n.replace("\"\"", "\""));
+    if name.is_empty() || name == "$user" {
+        return Ok(());
+    }
+    tracing::info!("creating the schema {name:?} the DSN's search_path names");
+    let quoted = name.replace('"', "\"\"");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE SCHEMA IF NOT EXISTS \"{quoted}\""
+    )))
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 #[async_trait::async_trait]

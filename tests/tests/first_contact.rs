@@ -176,3 +176,30 @@ fn a_command_file_needs_no_description() {
         "hello there"
     );
 }
+
+#[test]
+fn a_dsn_naming_a_schema_that_is_not_there_gets_it_created() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    // The test's own schema's name with a suffix: a schema nobody made.
+    let fresh_name = format!("{}_fresh", schema.dsn.rsplit("%3D").next().unwrap());
+    let dsn = format!("{}_fresh", schema.dsn);
+    let output = reel(&[
+        "run-command",
+        "examples/echo.yaml",
+        "--timeline-dsn",
+        &dsn,
+        "--session-id",
+        "s",
+    ])
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    schema.execute(&format!("DROP SCHEMA IF EXISTS {fresh_name} CASCADE"));
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("creating the schema \"{fresh_name}\"")),
+        "{stderr}"
+    );
+}
