@@ -2,11 +2,9 @@
 //! command file choose, its settings, the tools, the budgets and the context policy.
 
 use anyhow::{Context, bail};
-use reel_engine::{
-    AnthropicProvider, Budget, Budgets, ContextPolicy, HttpConfig, ModelSettings, OpenAiProvider,
-    Provider, Script, ScriptedProvider, Toolbox,
-};
+use reel_engine::{Budget, Budgets, ContextPolicy, ModelSettings, Provider, Toolbox};
 use reel_otel::Traces;
+use reel_providers::{AnthropicProvider, HttpConfig, OpenAiProvider, Script, ScriptedProvider};
 
 use crate::{
     cli::{Invocation, ProviderName, RunCommandArgs},

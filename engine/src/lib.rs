@@ -1,5 +1,5 @@
 //! reel's engine: the event log, its pure projections, the session that writes the log, the
-//! model provider trait with the scripted provider, and the sink trait.
+//! model provider trait (the providers are `reel-providers`'), and the sink trait.
 //!
 //! Its modules are private: every type has one path, the re-export below.
 //!
@@ -13,27 +13,21 @@
 //!                                      --> Fanout --> every Sink, in order, with back-pressure
 //! ```
 
-mod anthropic;
 mod budget;
 mod catalog;
 mod compaction;
 mod context;
 mod fanout;
-mod http_stream;
+mod hosted;
 mod id;
 mod log;
 mod log_pages;
-mod openai;
 mod output;
 mod projection;
 mod provider;
 mod run;
-mod scripted;
-mod secrets;
-mod server;
 mod session;
 mod sink;
-mod sse_limit;
 mod store;
 mod stored_stream;
 mod timeline;
@@ -41,20 +35,21 @@ mod tools;
 mod usage;
 mod vocabulary;
 
-pub use anthropic::AnthropicProvider;
 pub use budget::{Budget, BudgetExceeded, BudgetScope, Budgets};
 pub use catalog::{SessionCatalog, SessionSummary, run_tally, session_title};
-pub use compaction::ContextPolicy;
+pub use compaction::{ContextPolicy, plain_summary};
 pub use context::{
     ContextMessage, ContextReasoning, ContextRole, ContextToolCall, Conversation,
     ModelContextProjection,
 };
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
-pub use http_stream::HttpConfig;
+pub use hosted::{
+    Incoming, OpenedSession, ParsedLine, RunSetup, ServeConfig, ServeEnd, parse_line, serve,
+    too_large,
+};
 pub use id::{IdError, MAX_REQUEST_ID, MAX_SESSION_ID, check_request_id, check_session_id, new_id};
 pub use log::{EventLog, LogEntry, ordinal_error};
 pub use log_pages::LogPages;
-pub use openai::{OpenAiProvider, messages_json as openai_messages};
 pub use output::{CommittedEvent, Output, OutputKind, hello_frame};
 pub use projection::Projection;
 pub use provider::{
@@ -63,14 +58,6 @@ pub use provider::{
 };
 pub use run::{
     ActiveRun, CompactRequest, RunEvent, RunFailure, RunOutcome, RunRequest, panic_message,
-};
-pub use scripted::{
-    Repeat, Script, ScriptError, ScriptToolCall, ScriptUsage, ScriptedProvider, Step, Summary,
-};
-pub use secrets::{REDACTED, Secrets};
-pub use server::{
-    Incoming, OpenedSession, ParsedLine, RunSetup, ServeConfig, ServeEnd, parse_line, serve,
-    too_large,
 };
 pub use session::Session;
 pub use sink::{Acks, Durability, MemorySink, Reads, Sink, SinkError};

@@ -9,13 +9,13 @@ use std::{collections::HashMap, time::Duration};
 use proptest::prelude::*;
 use reel_engine::{
     ContextPolicy, Fanout, Incoming, LogEntry, MemorySink, ModelContextProjection, ModelSettings,
-    OutputKind, Projection, Script, ScriptToolCall, ScriptedProvider, ServeConfig, Session, Step,
-    TimelineProjection, serve,
+    OutputKind, Projection, ServeConfig, Session, TimelineProjection, serve,
 };
 use reel_proto::rpc::{
     CancelRequest, CompactRequest, FollowUpRequest, RpcRequestLine, SnapshotRequest, SteerRequest,
     SubmitPromptRequest, UiEventFrame, rpc_request_line::Request,
 };
+use reel_providers::{Script, ScriptToolCall, ScriptedProvider, Step};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 

@@ -12,8 +12,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use reel_engine::{
     Fanout, LogEntry, MemorySink, ModelContextProjection, ModelSettings, OutputKind, Projection,
-    RunRequest, Script, ScriptToolCall, ScriptUsage, ScriptedProvider, Session, Step,
-    TimelineProjection,
+    RunRequest, Session, TimelineProjection,
 };
 use reel_proto::{
     Any,
@@ -21,6 +20,7 @@ use reel_proto::{
     json,
     rpc::{BackendEventFrame, SnapshotFrame, UiEventFrame},
 };
+use reel_providers::{Script, ScriptToolCall, ScriptUsage, ScriptedProvider, Step};
 use tokio_util::sync::CancellationToken;
 
 fn id() -> impl Strategy<Value = String> {

@@ -8,9 +8,9 @@ use std::io::{self, BufWriter, Write};
 
 use reel_engine::{
     Acks, ModelContextProjection, OutputBatch, OutputKind, Projection, Reads, Sink, SinkError,
-    openai_messages,
 };
 use reel_proto::Any;
+use reel_providers::openai_messages;
 use tokio::sync::mpsc;
 
 use crate::blocking::write_blocking;

@@ -332,7 +332,7 @@ mod tests {
         let root = super::repo_root();
         let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
         assert!(readme.contains(
-            "cli (reel binary, clap) -> sinks   -> engine -> proto\n                        -> storage -> engine\n                        -> server  -> engine\n                        -> acp     -> mcp     -> engine\n                        -> mcp     -> engine\n                        -> nats    -> engine\n                        -> otel    -> engine\n                        -> allocator"
+            "cli (reel binary, clap) -> sinks     -> providers -> engine -> proto\n                        -> providers -> engine\n                        -> storage   -> engine\n                        -> server    -> engine\n                        -> acp       -> mcp       -> engine\n                        -> mcp       -> engine\n                        -> nats      -> engine\n                        -> otel      -> engine\n                        -> allocator"
         ));
         let expected: &[(&str, &[&str])] = &[
             (
@@ -345,6 +345,7 @@ mod tests {
                     "reel-nats",
                     "reel-otel",
                     "reel-proto",
+                    "reel-providers",
                     "reel-server",
                     "reel-sinks",
                     "reel-storage",
@@ -356,7 +357,8 @@ mod tests {
             ("nats", &["reel-engine", "reel-proto"]),
             ("otel", &["reel-engine", "reel-proto"]),
             ("allocator", &[]),
-            ("sinks", &["reel-engine", "reel-proto"]),
+            ("sinks", &["reel-engine", "reel-proto", "reel-providers"]),
+            ("providers", &["reel-engine", "reel-proto"]),
             ("storage", &["reel-engine", "reel-proto"]),
             ("engine", &["reel-proto"]),
             ("proto", &[]),

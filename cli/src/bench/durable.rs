@@ -16,10 +16,8 @@ use std::{
     time::Instant,
 };
 
-use reel_engine::{
-    DoneStatus, Fanout, LogStore, Repeat, Script, ScriptedProvider, Session, SessionState, Step,
-    new_id,
-};
+use reel_engine::{DoneStatus, Fanout, LogStore, Session, SessionState, new_id};
+use reel_providers::{Repeat, Script, ScriptedProvider, Step};
 use reel_sinks::TimelineDbSink;
 use reel_storage::{Access, Location, open_timeline};
 use sqlx::{Connection, PgConnection, Row};

@@ -11,9 +11,8 @@ use std::{
     time::Instant,
 };
 
-use reel_engine::{
-    AnthropicProvider, Fanout, HttpConfig, OpenAiProvider, Provider, RunOutcome, Session, new_id,
-};
+use reel_engine::{Fanout, Provider, RunOutcome, Session, new_id};
+use reel_providers::{AnthropicProvider, HttpConfig, OpenAiProvider};
 use reel_sinks::JsonlFrameSink;
 
 /// A wire format the benchmark streams.

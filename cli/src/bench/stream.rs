@@ -15,7 +15,8 @@ use std::{
     time::Instant,
 };
 
-use reel_engine::{Fanout, Repeat, RunOutcome, Script, ScriptedProvider, Session, Step, new_id};
+use reel_engine::{Fanout, RunOutcome, Session, new_id};
+use reel_providers::{Repeat, Script, ScriptedProvider, Step};
 use reel_sinks::JsonlFrameSink;
 
 /// A writer that discards everything and counts the bytes.

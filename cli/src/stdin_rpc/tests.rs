@@ -3,9 +3,8 @@
 //! the reader never returns more than its limit.
 
 use proptest::prelude::*;
-use reel_engine::{
-    Fanout, MemorySink, ModelSettings, OutputKind, ScriptedProvider, ServeConfig, Session, serve,
-};
+use reel_engine::{Fanout, MemorySink, ModelSettings, OutputKind, ServeConfig, Session, serve};
+use reel_providers::ScriptedProvider;
 use tokio_util::sync::CancellationToken;
 
 use super::{LineReader, read_requests};

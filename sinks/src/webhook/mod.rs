@@ -220,25 +220,6 @@ fn post_end(lines: &[u8], batch: usize) -> usize {
     if end == 0 { lines.len() } else { end }
 }
 
-#[cfg(test)]
-mod post_tests {
-    use super::*;
-
-    #[test]
-    fn a_post_holds_at_most_batch_frames_and_stays_under_the_body_limit() {
-        let lines = b"a\nbb\nccc\n";
-        assert_eq!(post_end(lines, 1), 2);
-        assert_eq!(post_end(lines, 2), 5);
-        assert_eq!(post_end(lines, 256), lines.len());
-        let big = vec![b'x'; MAX_BODY];
-        let mut two = big.clone();
-        two.push(b'\n');
-        let first = two.len();
-        two.extend_from_slice(b"y\n");
-        assert_eq!(post_end(&two, 256), first, "a frame past the limit waits");
-    }
-}
-
 #[async_trait::async_trait]
 impl Sink for WebhookSink {
     fn name(&self) -> String {
@@ -271,4 +252,23 @@ fn joined(error: tokio::task::JoinError) -> SinkError {
     SinkError::Io(std::io::Error::other(format!(
         "the webhook poster stopped: {error}"
     )))
+}
+
+#[cfg(test)]
+mod post_tests {
+    use super::*;
+
+    #[test]
+    fn a_post_holds_at_most_batch_frames_and_stays_under_the_body_limit() {
+        let lines = b"a\nbb\nccc\n";
+        assert_eq!(post_end(lines, 1), 2);
+        assert_eq!(post_end(lines, 2), 5);
+        assert_eq!(post_end(lines, 256), lines.len());
+        let big = vec![b'x'; MAX_BODY];
+        let mut two = big.clone();
+        two.push(b'\n');
+        let first = two.len();
+        two.extend_from_slice(b"y\n");
+        assert_eq!(post_end(&two, 256), first, "a frame past the limit waits");
+    }
 }

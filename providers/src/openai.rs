@@ -11,14 +11,14 @@ use reel_proto::chat::UsageInfo;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use reel_engine::{
+    ContextMessage, ContextRole, ModelRequest, Provider, ProviderError, ProviderEvent,
+    ProviderStream, TokenLimitField, ToolChoice,
+};
+
 use crate::{
-    context::{ContextMessage, ContextRole},
     http_stream::{Dialect, HttpConfig, HttpRequest, Pending, error_text, stream_call},
-    provider::{
-        ModelRequest, Provider, ProviderError, ProviderEvent, ProviderStream, TokenLimitField,
-    },
     secrets::Secrets,
-    tools::ToolChoice,
 };
 
 /// A chat completions client.
@@ -93,7 +93,7 @@ impl OpenAiProvider {
 /// what every request sends).
 pub fn messages_json(
     system_prompt: Option<&str>,
-    messages: &crate::context::Conversation,
+    messages: &reel_engine::Conversation,
 ) -> Vec<Value> {
     let mut out = Vec::with_capacity(messages.len() + 1);
     if let Some(system) = system_prompt {

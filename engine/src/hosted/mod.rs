@@ -1,4 +1,5 @@
-//! Serving one session to a client, request by request: the semantics of stdin RPC.
+//! A hosted session: the request semantics every host shares (stdin RPC, `reel serve`, `reel
+//! acp`), one session served to its client request by request.
 //!
 //! The server owns the [`Session`] and reads [`Incoming`] requests from a channel. Every frame
 //! it writes goes through the session's one writer, stamped with the request it answers, so a

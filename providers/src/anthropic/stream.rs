@@ -8,10 +8,9 @@ use reel_proto::chat::UsageInfo;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{
-    http_stream::{Dialect, Pending, error_text},
-    provider::{ProviderError, ProviderEvent},
-};
+use reel_engine::{ProviderError, ProviderEvent};
+
+use crate::http_stream::{Dialect, Pending, error_text};
 
 /// Reads Messages API events.
 #[derive(Default)]
@@ -315,8 +314,8 @@ mod tests {
             "cache reads are not also OpenAI-style cached tokens"
         );
         assert_eq!(usage.output_tokens, 12);
-        assert_eq!(crate::usage::input_tokens(&usage), 64);
-        assert_eq!(crate::usage::cached_tokens(&usage), 30);
+        assert_eq!(reel_engine::input_tokens(&usage), 64);
+        assert_eq!(reel_engine::cached_tokens(&usage), 30);
     }
 
     #[test]

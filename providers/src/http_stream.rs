@@ -13,8 +13,9 @@ use futures::{StreamExt, stream::BoxStream};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use reel_engine::{ProviderError, ProviderEvent, ProviderStream};
+
 use crate::{
-    provider::{ProviderError, ProviderEvent, ProviderStream},
     secrets::Secrets,
     sse_limit::{self, BodyError},
 };

@@ -31,11 +31,9 @@ use futures::{StreamExt, stream};
 use reel_proto::chat::UsageInfo;
 use serde::Deserialize;
 
-use crate::{
-    compaction::plain_summary,
-    context::ContextRole,
-    provider::{ModelRequest, Provider, ProviderError, ProviderEvent, ProviderStream},
-    vocabulary::CallPurpose,
+use reel_engine::{
+    CallPurpose, ContextRole, ModelRequest, Provider, ProviderError, ProviderEvent, ProviderStream,
+    plain_summary,
 };
 
 /// Tool call arguments are streamed in pieces of this many characters, as real models do.

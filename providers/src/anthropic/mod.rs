@@ -18,12 +18,13 @@ mod stream;
 
 use serde_json::{Value, json};
 
+use reel_engine::{
+    ContextRole, Conversation, ModelRequest, Provider, ProviderError, ProviderStream, ToolChoice,
+};
+
 use crate::{
-    context::{ContextRole, Conversation},
     http_stream::{HttpConfig, HttpRequest, stream_call},
-    provider::{ModelRequest, Provider, ProviderError, ProviderStream},
     secrets::Secrets,
-    tools::ToolChoice,
 };
 
 /// The API version reel speaks (sent as `anthropic-version`).
@@ -206,7 +207,7 @@ impl Provider for AnthropicProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{ContextMessage, ContextToolCall};
+    use reel_engine::{ContextMessage, ContextToolCall};
 
     fn shared(messages: Vec<ContextMessage>) -> Conversation {
         messages.into_iter().map(std::sync::Arc::new).collect()
@@ -268,12 +269,12 @@ mod tests {
     fn signed_thinking_goes_back_first_in_its_assistant_message() {
         let mut assistant = message(ContextRole::Assistant, "");
         assistant.reasoning = vec![
-            crate::context::ContextReasoning {
+            reel_engine::ContextReasoning {
                 text: "hmm".into(),
                 signature: "sig".into(),
                 redacted_data: String::new(),
             },
-            crate::context::ContextReasoning {
+            reel_engine::ContextReasoning {
                 redacted_data: "enc".into(),
                 ..Default::default()
             },
@@ -330,13 +331,13 @@ mod tests {
     fn a_forced_call_sends_the_prefill_and_thinking_its_budget() {
         let request = ModelRequest {
             messages: shared(vec![message(ContextRole::User, "weather?")]),
-            settings: crate::provider::ModelSettings {
+            settings: reel_engine::ModelSettings {
                 tool_call_prefill: Some("<tool_call>\n".into()),
                 temperature: Some(0.2),
                 thinking_budget: Some(2048),
                 ..Default::default()
             },
-            tools: vec![crate::tools::ToolDefinition {
+            tools: vec![reel_engine::ToolDefinition {
                 name: "get_weather".into(),
                 description: String::new(),
                 parameters: json!({"type": "object"}),
