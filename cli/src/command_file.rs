@@ -311,9 +311,7 @@ impl CommandFile {
             }
             seen.push(name);
         }
-        self.context
-            .check()
-            .map_err(|message| anyhow::anyhow!("{message}"))?;
+        self.context.check()?;
         for placeholder in template::placeholders(&self.prompt).context("prompt")? {
             if !seen.contains(&placeholder) {
                 return Err(anyhow::anyhow!(

@@ -53,17 +53,23 @@ impl Default for ContextPolicy {
     }
 }
 
+/// Why a command file's `context` cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("context.compact_at is {0}; it is a fraction of the window, above 0 and at most 1")]
+    CompactAt(f64),
+    #[error("context.window_tokens must be at least 1")]
+    EmptyWindow,
+}
+
 impl ContextPolicy {
     /// Checks the values a person wrote.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), PolicyError> {
         if !(self.compact_at > 0.0 && self.compact_at <= 1.0) {
-            return Err(format!(
-                "context.compact_at is {}; it is a fraction of the window, above 0 and at most 1",
-                self.compact_at
-            ));
+            return Err(PolicyError::CompactAt(self.compact_at));
         }
         if self.window_tokens == Some(0) {
-            return Err("context.window_tokens must be at least 1".into());
+            return Err(PolicyError::EmptyWindow);
         }
         Ok(())
     }

@@ -37,7 +37,7 @@ mod vocabulary;
 
 pub use budget::{Budget, BudgetExceeded, BudgetScope, Budgets};
 pub use catalog::{SessionCatalog, SessionSummary, run_tally, session_title};
-pub use compaction::{ContextPolicy, plain_summary};
+pub use compaction::{ContextPolicy, PolicyError, plain_summary};
 pub use context::{
     ContextMessage, ContextReasoning, ContextRole, ContextToolCall, Conversation,
     ModelContextProjection,

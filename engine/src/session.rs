@@ -274,9 +274,11 @@ impl Session {
         let snapshot = if self.timeline.is_partial() {
             match self.stored_entities().await {
                 Ok(stored) => self.timeline.merged(stored),
-                Err(message) => {
-                    let message =
-                        format!("cannot read the stored timeline for a snapshot: {message}");
+                Err(error) => {
+                    let message = format!(
+                        "cannot read the stored timeline for a snapshot: {}",
+                        crate::store::error_chain(&error)
+                    );
                     tracing::error!("{message}");
                     self.emit_error(request_id, ErrorCode::StorageFailed, &message, false)
                         .await;
@@ -291,17 +293,17 @@ impl Session {
     }
 
     /// The entities the store holds, once it holds everything appended so far.
-    async fn stored_entities(&mut self) -> Result<Vec<reel_proto::rpc::SnapshotEntity>, String> {
-        if let Err(failure) = self.outputs.wait_committed(self.log.last_ordinal()).await {
-            return Err(failure.message);
-        }
+    async fn stored_entities(
+        &mut self,
+    ) -> Result<Vec<reel_proto::rpc::SnapshotEntity>, StoredEntitiesError> {
+        self.outputs
+            .wait_committed(self.log.last_ordinal())
+            .await
+            .map_err(StoredEntitiesError::Output)?;
         let id = Arc::clone(&self.id);
         match self.archive.as_mut() {
-            Some(archive) => archive
-                .stored_entities(&id)
-                .await
-                .map_err(|e| crate::store::error_chain(&e)),
-            None => Err("no store holds the session's entities".into()),
+            Some(archive) => Ok(archive.stored_entities(&id).await?),
+            None => Err(StoredEntitiesError::NoStore),
         }
     }
 
@@ -387,4 +389,15 @@ impl Session {
     pub async fn close(self) -> Vec<SinkFailure> {
         self.outputs.close().await
     }
+}
+
+/// Why the stored entities of a session could not be read for a snapshot.
+#[derive(Debug, thiserror::Error)]
+enum StoredEntitiesError {
+    #[error("{}", .0.message)]
+    Output(crate::fanout::SinkFailure),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("no store holds the session's entities")]
+    NoStore,
 }

@@ -46,10 +46,23 @@ struct Declared {
     headers: BTreeMap<String, String>,
 }
 
-impl TryFrom<Declared> for McpServerConfig {
-    type Error = String;
+/// Why a declared MCP server cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum McpConfigError {
+    #[error("MCP server {0}: give either command (and env) or url (and headers)")]
+    Transport(String),
+    #[error("MCP server name {0:?} must be 1 to 32 ASCII letters, digits, '_' or '-'")]
+    Name(String),
+    #[error("MCP server {0}: its command is empty")]
+    EmptyCommand(String),
+    #[error("MCP server {server}: {url:?} is not an http:// or https:// URL")]
+    Url { server: String, url: String },
+}
 
-    fn try_from(declared: Declared) -> Result<Self, String> {
+impl TryFrom<Declared> for McpServerConfig {
+    type Error = McpConfigError;
+
+    fn try_from(declared: Declared) -> Result<Self, McpConfigError> {
         let transport = match (declared.command, declared.url) {
             (Some(command), None) if declared.headers.is_empty() => McpTransport::Stdio {
                 command,
@@ -59,12 +72,7 @@ impl TryFrom<Declared> for McpServerConfig {
                 url,
                 headers: declared.headers,
             },
-            _ => {
-                return Err(format!(
-                    "MCP server {}: give either command (and env) or url (and headers)",
-                    declared.name
-                ));
-            }
+            _ => return Err(McpConfigError::Transport(declared.name)),
         };
         Ok(Self {
             name: declared.name,
@@ -75,26 +83,25 @@ impl TryFrom<Declared> for McpServerConfig {
 
 impl McpServerConfig {
     /// Why this server cannot be used, if it cannot.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), McpConfigError> {
         let plain = (1..=32).contains(&self.name.len())
             && self
                 .name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !plain {
-            return Err(format!(
-                "MCP server name {:?} must be 1 to 32 ASCII letters, digits, '_' or '-'",
-                self.name
-            ));
+            return Err(McpConfigError::Name(self.name.clone()));
         }
         match &self.transport {
             McpTransport::Stdio { command, .. } if command.is_empty() => {
-                Err(format!("MCP server {}: its command is empty", self.name))
+                Err(McpConfigError::EmptyCommand(self.name.clone()))
             }
-            McpTransport::Http { url, .. } if !url.starts_with("http") => Err(format!(
-                "MCP server {}: {url:?} is not an http:// or https:// URL",
-                self.name
-            )),
+            McpTransport::Http { url, .. } if !url.starts_with("http") => {
+                Err(McpConfigError::Url {
+                    server: self.name.clone(),
+                    url: url.clone(),
+                })
+            }
             _ => Ok(()),
         }
     }

@@ -13,5 +13,5 @@ mod config;
 mod servers;
 mod tool;
 
-pub use config::{McpServerConfig, McpTransport};
-pub use servers::McpServers;
+pub use config::{McpConfigError, McpServerConfig, McpTransport};
+pub use servers::{McpServers, McpStartError};

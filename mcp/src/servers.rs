@@ -14,7 +14,7 @@ use rmcp::{
 };
 
 use crate::{
-    config::{McpServerConfig, McpTransport},
+    config::{McpConfigError, McpServerConfig, McpTransport},
     tool::McpTool,
 };
 
@@ -54,7 +54,7 @@ impl McpServers {
                     tools.extend(offered);
                     tracing::info!("MCP server {}: {} tool(s)", config.name, server.tools.len());
                 }
-                Ok(Err(error)) => server.error = error,
+                Ok(Err(error)) => server.error = reel_engine::error_chain(&error),
                 Err(_) => {
                     server.error = format!("did not start within {} s", START_TIMEOUT.as_secs())
                 }
@@ -71,14 +71,40 @@ impl McpServers {
     }
 }
 
+/// Why a server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum McpStartError {
+    #[error(transparent)]
+    Config(#[from] McpConfigError),
+    #[error("cannot start {program:?}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("header {name:?}: not a header")]
+    Header { name: String },
+    #[error("cannot make an HTTP client")]
+    Client(#[source] reqwest::Error),
+    #[error("did not answer MCP's initialize{at}")]
+    Initialize {
+        at: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot list its tools")]
+    List(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// Connects to one server and makes a tool of each it offers.
-async fn start_one(config: &McpServerConfig, cwd: Option<&Path>) -> Result<Vec<Tool>, String> {
+async fn start_one(
+    config: &McpServerConfig,
+    cwd: Option<&Path>,
+) -> Result<Vec<Tool>, McpStartError> {
     config.check()?;
     let connection = connect(config, cwd).await?;
     let offered = connection
         .list_all_tools()
         .await
-        .map_err(|e| format!("cannot list its tools: {e}"))?;
+        .map_err(|e| McpStartError::List(Box::new(e)))?;
     let connection = Arc::new(connection);
     let mut tools = Vec::with_capacity(offered.len());
     for tool in offered {
@@ -98,7 +124,10 @@ async fn start_one(config: &McpServerConfig, cwd: Option<&Path>) -> Result<Vec<T
     Ok(tools)
 }
 
-async fn connect(config: &McpServerConfig, cwd: Option<&Path>) -> Result<Connection, String> {
+async fn connect(
+    config: &McpServerConfig,
+    cwd: Option<&Path>,
+) -> Result<Connection, McpStartError> {
     match &config.transport {
         McpTransport::Stdio { command, env } => {
             let mut process = tokio::process::Command::new(&command[0]);
@@ -110,31 +139,40 @@ async fn connect(config: &McpServerConfig, cwd: Option<&Path>) -> Result<Connect
                 // Its log joins reel's, on stderr.
                 .stderr(Stdio::inherit())
                 .spawn()
-                .map_err(|e| format!("cannot start {:?}: {e}", command[0]))?;
+                .map_err(|source| McpStartError::Spawn {
+                    program: command[0].clone(),
+                    source,
+                })?;
             ().serve(transport)
                 .await
-                .map_err(|e| format!("did not answer MCP's initialize: {e}"))
+                .map_err(|e| McpStartError::Initialize {
+                    at: String::new(),
+                    source: Box::new(e),
+                })
         }
         McpTransport::Http { url, headers } => {
             let mut header_map = reqwest::header::HeaderMap::new();
             for (name, value) in headers {
+                let refused = || McpStartError::Header { name: name.clone() };
                 let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|e| format!("header {name:?}: {e}"))?;
-                let value = reqwest::header::HeaderValue::from_str(value)
-                    .map_err(|e| format!("header {name}: {e}"))?;
+                    .map_err(|_| refused())?;
+                let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| refused())?;
                 header_map.insert(name, value);
             }
             let client = reqwest::Client::builder()
                 .default_headers(header_map)
                 .build()
-                .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+                .map_err(McpStartError::Client)?;
             let transport = StreamableHttpClientTransport::with_client(
                 client,
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()),
             );
             ().serve(transport)
                 .await
-                .map_err(|e| format!("did not answer MCP's initialize at {url}: {e}"))
+                .map_err(|e| McpStartError::Initialize {
+                    at: format!(" at {url}"),
+                    source: Box::new(e),
+                })
         }
     }
 }

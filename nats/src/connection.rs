@@ -62,16 +62,18 @@ pub(crate) async fn connect(target: &NatsTarget, session_id: &str) -> Result<Con
 pub(crate) async fn last_ordinal(
     stream: &mut stream::Stream,
     subject: &str,
-) -> Result<u64, String> {
+) -> Result<u64, NatsError> {
+    let unreadable = |message: String| NatsError::Read {
+        subject: subject.to_owned(),
+        message,
+    };
     match stream.get_last_raw_message_by_subject(subject).await {
         Ok(message) => message
             .headers
             .get(ORDINAL_HEADER)
             .and_then(|value| value.as_str().parse().ok())
-            .ok_or_else(|| format!("the last message on {subject} has no {ORDINAL_HEADER} header")),
+            .ok_or_else(|| unreadable(format!("its last message has no {ORDINAL_HEADER} header"))),
         Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
-        Err(error) => Err(format!(
-            "cannot read the last message on {subject}: {error}"
-        )),
+        Err(error) => Err(unreadable(error.to_string())),
     }
 }

@@ -19,4 +19,4 @@ mod target;
 pub use connection::NatsError;
 pub use log::JetStreamLog;
 pub use sink::JetStreamSink;
-pub use target::{Encoding, NatsTarget};
+pub use target::{Encoding, NatsTarget, UriError};

@@ -43,9 +43,7 @@ impl JetStreamLog {
             .await
             .map_err(|e| stream_error(e.to_string()))?;
         let subject = target.subject(session_id);
-        let held = last_ordinal(&mut stream, &subject)
-            .await
-            .map_err(stream_error)?;
+        let held = last_ordinal(&mut stream, &subject).await?;
         let messages = stream
             .create_consumer(pull::OrderedConfig {
                 filter_subject: subject.clone(),

@@ -74,9 +74,7 @@ impl JetStreamSink {
             );
         }
         let subject = target.subject(session_id);
-        let held = last_ordinal(&mut stream, &subject)
-            .await
-            .map_err(stream_error)?;
+        let held = last_ordinal(&mut stream, &subject).await?;
         let mut sink = Self {
             jetstream,
             target: target.clone(),
@@ -139,7 +137,7 @@ impl JetStreamSink {
                 format!("{}:{ordinal}", self.session_id).as_str(),
             );
             headers.insert(ORDINAL_HEADER, ordinal.to_string().as_str());
-            let payload = self.encode(entry).map_err(failed)?;
+            let payload = self.encode(entry).map_err(|e| failed(e.to_string()))?;
             let ack = self
                 .jetstream
                 .publish_with_headers(self.subject.clone(), headers, payload)
@@ -168,7 +166,7 @@ impl JetStreamSink {
     }
 
     /// The message of `entry`: its `backendEvent` frame's JSON, or protobuf bytes.
-    fn encode(&self, entry: &Arc<LogEntry>) -> Result<Bytes, String> {
+    fn encode(&self, entry: &Arc<LogEntry>) -> Result<Bytes, serde_json::Error> {
         match self.target.encoding {
             Encoding::Proto => {
                 let frame = BackendEventFrame {
@@ -184,9 +182,7 @@ impl JetStreamSink {
                     request_id: "",
                     frame: FrameRef::BackendEvent(entry.backend_frame()),
                 };
-                json::to_string(&line)
-                    .map(Bytes::from)
-                    .map_err(|e| e.to_string())
+                json::to_string(&line).map(Bytes::from)
             }
         }
     }

@@ -16,6 +16,23 @@ pub enum Encoding {
     Proto,
 }
 
+/// What is wrong with a `nats://` URI.
+#[derive(Debug, thiserror::Error)]
+pub enum UriError {
+    #[error("{0:?} is not a nats:// URI")]
+    NotNats(String),
+    #[error("{0:?}: name the stream, nats://HOST:PORT/STREAM")]
+    NoStream(String),
+    #[error("{0:?}: no server")]
+    NoServer(String),
+    #[error("{0:?}: the stream name must be ASCII letters, digits, '_' or '-'")]
+    StreamName(String),
+    #[error(
+        "{uri:?}: {pair:?} is not an option (subject_prefix=NAME, encoding=json|proto, retention=limits|interest|workqueue, storage=file|memory, max_age=DURATION, replicas=1..5)"
+    )]
+    Option { uri: String, pair: String },
+}
+
 /// A JetStream sink's server, stream and subjects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NatsTarget {
@@ -35,16 +52,16 @@ pub struct NatsTarget {
 
 impl NatsTarget {
     /// Parses `uri`; an error says what is wrong with it.
-    pub fn parse(uri: &str) -> Result<Self, String> {
+    pub fn parse(uri: &str) -> Result<Self, UriError> {
         let rest = uri
             .strip_prefix("nats://")
-            .ok_or_else(|| format!("{uri:?} is not a nats:// URI"))?;
+            .ok_or_else(|| UriError::NotNats(uri.to_owned()))?;
         let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (server, stream) = path
             .split_once('/')
-            .ok_or_else(|| format!("{uri:?}: name the stream, nats://HOST:PORT/STREAM"))?;
+            .ok_or_else(|| UriError::NoStream(uri.to_owned()))?;
         if server.is_empty() {
-            return Err(format!("{uri:?}: no server"));
+            return Err(UriError::NoServer(uri.to_owned()));
         }
         let plain = |name: &str| {
             !name.is_empty()
@@ -53,9 +70,7 @@ impl NatsTarget {
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         };
         if !plain(stream) {
-            return Err(format!(
-                "{uri:?}: the stream name must be ASCII letters, digits, '_' or '-'"
-            ));
+            return Err(UriError::StreamName(uri.to_owned()));
         }
         let mut target = Self {
             server: server.to_owned(),
@@ -88,9 +103,10 @@ impl NatsTarget {
                     target.replicas = n.parse().unwrap_or(1);
                 }
                 _ => {
-                    return Err(format!(
-                        "{uri:?}: {pair:?} is not an option (subject_prefix=NAME, encoding=json|proto, retention=limits|interest|workqueue, storage=file|memory, max_age=DURATION, replicas=1..5)"
-                    ));
+                    return Err(UriError::Option {
+                        uri: uri.to_owned(),
+                        pair: pair.to_owned(),
+                    });
                 }
             }
         }

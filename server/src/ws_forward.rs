@@ -57,7 +57,7 @@ pub async fn connect(
     request
         .headers_mut()
         .insert(FORWARDED, HeaderValue::from_static("reel serve"));
-    let tls = tls_config().map_err(failed)?;
+    let tls = tls_config().map_err(|e| failed(reel_engine::error_chain(&e)))?;
     let (upstream, _) =
         tokio_tungstenite::connect_async_tls_with_config(request, None, false, Some(tls))
             .await
@@ -65,24 +65,29 @@ pub async fn connect(
     Ok(upstream)
 }
 
+/// Why TLS to a `wss://` writer cannot be set up.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TlsSetupError {
+    #[error("no trusted root certificates were found for wss:// ({0}); set SSL_CERT_FILE")]
+    NoRoots(String),
+    #[error("cannot set up TLS")]
+    Rustls(#[from] rustls::Error),
+}
+
 /// How a `wss://` writer is reached: TLS with the system's trusted roots (`SSL_CERT_FILE` or
 /// `SSL_CERT_DIR` when set), made once.
-fn tls_config() -> Result<Connector, String> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+fn tls_config() -> Result<Connector, TlsSetupError> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, TlsSetupError>> = OnceLock::new();
     let config = CONFIG.get_or_init(|| {
         let mut roots = rustls::RootCertStore::empty();
         let found = rustls_native_certs::load_native_certs();
         let (added, _) = roots.add_parsable_certificates(found.certs);
         if added == 0 {
-            return Err(format!(
-                "no trusted root certificates were found for wss:// ({:?}); set SSL_CERT_FILE",
-                found.errors
-            ));
+            return Err(TlsSetupError::NoRoots(format!("{:?}", found.errors)));
         }
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
+            .with_safe_default_protocol_versions()?
             .with_root_certificates(roots)
             .with_no_client_auth();
         Ok(Arc::new(config))
