@@ -75,6 +75,15 @@ impl FrameReceiver {
     }
 }
 
+impl FrameReceiver {
+    /// The next frame if one is queued now.
+    pub fn try_recv(&mut self) -> Option<Arc<Frame>> {
+        let (frame, cost) = self.rx.try_recv().ok()?;
+        self.room.add_permits(cost as usize);
+        Some(frame)
+    }
+}
+
 impl Drop for FrameReceiver {
     fn drop(&mut self) {
         // A sender waiting for room learns at once that nobody will make any.
