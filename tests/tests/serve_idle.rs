@@ -9,11 +9,20 @@ use reel_tests::{
     served::{Served, echo_command},
 };
 
+/// The server's unloads are debug lines (a server loads and unloads thousands of sessions):
+/// these tests read them.
+const UNLOADS: (&str, &str) = ("REEL_LOG", "info,reel_engine=debug");
+
 #[tokio::test]
 async fn an_idle_session_unloads_and_reloads_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
-    let served = Served::start(&echo_command(), &db, &["--idle-timeout", "300ms"], &[]);
+    let served = Served::start(
+        &echo_command(),
+        &db,
+        &["--idle-timeout", "300ms"],
+        &[UNLOADS],
+    );
     served.create("s").await;
     assert_eq!(served.reply("s", "one").await, "one");
 
@@ -54,7 +63,7 @@ async fn a_run_going_keeps_its_session_loaded_however_quiet_it_is() {
         &command,
         &dir.path().join("t.db"),
         &["--idle-timeout", "200ms"],
-        &[],
+        &[UNLOADS],
     );
     served.create("s").await;
     served.request("s", r#"{"submit":{"prompt":"go"}}"#).await;
