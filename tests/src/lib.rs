@@ -15,6 +15,7 @@ pub mod jetstream;
 mod local_llm;
 pub mod mcp_server;
 pub mod otlp_receiver;
+mod page_driver;
 mod peak_rss;
 mod pg_schema;
 mod rpc_client;
@@ -28,6 +29,7 @@ pub mod virtualenv;
 pub mod webhook_receiver;
 
 pub use local_llm::local_llm_python;
+pub use page_driver::PageDriver;
 pub use peak_rss::PeakRss;
 pub use pg_schema::PgSchema;
 pub use rpc_client::{RpcClient, assert_request_scoped};

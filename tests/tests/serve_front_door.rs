@@ -5,9 +5,8 @@
 //! origin in headless Chromium (Playwright) that tries all of it.
 
 use reel_tests::{
-    chromium, reel, repo_root,
+    PageDriver, reel,
     served::{Served, echo_command},
-    skip, virtualenv,
 };
 use serde_json::Value;
 
@@ -303,37 +302,14 @@ async fn a_refused_create_of_a_loaded_session_leaves_its_lease_alone() {
 
 #[tokio::test]
 async fn a_page_of_another_origin_in_a_browser_runs_nothing() {
-    let Some(browser) = chromium() else {
+    let Some(driver) = PageDriver::ready() else {
         return;
-    };
-    let venv = virtualenv::target_dir().join("playwright-venv");
-    let requirements = repo_root().join("tools/playwright/requirements.txt");
-    let python = match virtualenv::build(&venv, &[&["-r", requirements.to_str().unwrap()]]) {
-        Ok(python) => python,
-        Err(error) => return skip(&format!("Playwright cannot be installed here: {error}")),
     };
     let dir = tempfile::tempdir().unwrap();
     let served = Served::start(&echo_command(), &dir.path().join("t.db"), &[], &[]);
     served.create("victim").await;
     let port = served.base.rsplit(':').next().unwrap().to_owned();
-    let driver = repo_root().join("tests/browser/cross_origin.py");
-    let run = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .arg(driver)
-            .arg(port)
-            .arg(browser)
-            .output()
-            .expect("the page driver runs")
-    })
-    .await
-    .unwrap();
-    let report = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "the attacker page did not finish:\n{report}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let seen: Value = serde_json::from_str(report.trim()).expect("the driver reports JSON");
+    let seen = driver.run("cross_origin.py", &port, Vec::new()).await;
     assert_eq!(
         seen["websocket"], "error",
         "the foreign page's WebSocket opened: {seen}"

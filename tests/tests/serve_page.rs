@@ -5,9 +5,7 @@
 //! event id with no duplicated text, a cancel, and a reload showing the same timeline.
 //! Without Chromium (or Playwright's wheel) the test says so and skips, except under CI.
 
-use std::process::Command;
-
-use reel_tests::{chromium, repo_root, served::Served, skip, virtualenv, write_file};
+use reel_tests::{PageDriver, served::Served, write_file};
 use serde_json::Value;
 
 const TOKEN: (&str, &str) = ("REEL_TEST_TOKEN", "page-token");
@@ -54,14 +52,8 @@ fn make_executable(path: &str) {
 
 #[tokio::test]
 async fn the_chat_page_converses_resumes_and_cancels_in_a_browser() {
-    let Some(browser) = chromium() else {
+    let Some(driver) = PageDriver::ready() else {
         return;
-    };
-    let venv = virtualenv::target_dir().join("playwright-venv");
-    let requirements = repo_root().join("tools/playwright/requirements.txt");
-    let python = match virtualenv::build(&venv, &[&["-r", requirements.to_str().unwrap()]]) {
-        Ok(python) => python,
-        Err(error) => return skip(&format!("Playwright cannot be installed here: {error}")),
     };
     let dir = tempfile::tempdir().unwrap();
     let command = command(dir.path());
@@ -73,29 +65,8 @@ async fn the_chat_page_converses_resumes_and_cancels_in_a_browser() {
     );
     let port = served.base.rsplit(':').next().unwrap().to_owned();
     let shot = dir.path().join("page.png");
-    let driver = repo_root().join("tests/browser/chat_page.py");
-    let args = [
-        driver.into_os_string(),
-        port.into(),
-        browser.into_os_string(),
-        TOKEN.1.into(),
-        shot.clone().into_os_string(),
-    ];
-    let run = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .args(args)
-            .output()
-            .expect("the page driver runs")
-    })
-    .await
-    .unwrap();
-    let report = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "the page failed a check:\n{report}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let seen: Value = serde_json::from_str(report.trim()).expect("the driver reports JSON");
+    let more = vec![TOKEN.1.into(), shot.clone().into_os_string()];
+    let seen = driver.run("chat_page.py", &port, more).await;
 
     // The page's connection was cut mid-reply and came back from an event of that reply.
     let resumed_from: f64 = seen["resumed_from"].as_str().unwrap().parse().unwrap();
