@@ -298,8 +298,10 @@ impl State {
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let id = &request.session_id.0;
-        let Some(loaded) = self.loaded_again(id, cx).await? else {
-            return responder.respond_with_error(not_loaded(id));
+        let loaded = match self.loaded_again(id, cx).await {
+            Ok(Some(loaded)) => loaded,
+            Ok(None) => return responder.respond_with_error(not_loaded(id)),
+            Err(error) => return responder.respond_with_error(error),
         };
         match prompt_text(&request.prompt) {
             Ok(text) => loaded.prompt(text, responder).await,

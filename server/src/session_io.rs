@@ -262,7 +262,8 @@ async fn subscribed(
             hosted.unloaded().await;
             continue;
         };
-        let frames = subscription::subscribe(&hosted, live, catalog, id, cursor).await?;
+        let frames =
+            subscription::subscribe(Arc::clone(&hosted), live, catalog, id, cursor).await?;
         return Ok((hosted, frames));
     }
 }

@@ -34,7 +34,7 @@ const STORE_POLL: Duration = Duration::from_millis(20);
 /// snapshot, then what follows), `live` being its broadcast. The receiver ends when the session unloads or the stream
 /// fails; a cursor past the session's end gets hello and a terminal error.
 pub async fn subscribe(
-    hosted: &Hosted,
+    hosted: Arc<Hosted>,
     live: broadcast::Receiver<Arc<Frame>>,
     mut catalog: Box<dyn SessionCatalog>,
     id: &str,
@@ -46,18 +46,29 @@ pub async fn subscribe(
     let stored = stored_events(catalog.as_mut(), id).await?;
     let last = stored.max(hosted.last_ordinal());
     let (mut stream, rx) = Stream::new(id);
-    let started = match cursor {
-        // Subscribers without a cursor share one encoding of the timeline.
-        None => {
-            let snapshot = hosted.snapshot.shared(catalog.as_mut(), id, stored).await?;
-            stream.start_with(&snapshot, stored).await;
-            true
+    // The stream starts on its own task: its first frames may be more than its queue holds
+    // (a snapshot of megabytes), so they wait for the receiver this returns.
+    tokio::spawn(async move {
+        let started = match cursor {
+            // Subscribers without a cursor share one encoding of the timeline.
+            None => {
+                let shared = hosted.snapshot.shared(catalog.as_mut(), &stream.id, stored);
+                match shared.await {
+                    Ok(snapshot) => {
+                        stream.start_with(&snapshot, stored).await;
+                        Ok(true)
+                    }
+                    Err(error) => Err(error),
+                }
+            }
+            Some(_) => stream.start(catalog.as_mut(), cursor, stored, last).await,
+        };
+        match started {
+            Ok(true) => stream.follow(catalog, live, broadcast).await,
+            Ok(false) => {}
+            Err(error) => stream.fail(error).await,
         }
-        Some(_) => stream.start(catalog.as_mut(), cursor, stored, last).await?,
-    };
-    if started {
-        tokio::spawn(async move { stream.follow(catalog, live, broadcast).await });
-    }
+    });
     Ok(rx)
 }
 
@@ -107,12 +118,13 @@ pub async fn follow_store(
 ) -> Result<FrameReceiver, StoreError> {
     let stored = stored_events(catalog.as_mut(), id).await?;
     let (mut stream, rx) = Stream::new(id);
-    if stream
-        .start(catalog.as_mut(), cursor, stored, stored)
-        .await?
-    {
-        tokio::spawn(async move { stream.follow_commits(catalog).await });
-    }
+    tokio::spawn(async move {
+        match stream.start(catalog.as_mut(), cursor, stored, stored).await {
+            Ok(true) => stream.follow_commits(catalog).await,
+            Ok(false) => {}
+            Err(error) => stream.fail(error).await,
+        }
+    });
     Ok(rx)
 }
 

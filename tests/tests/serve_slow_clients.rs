@@ -261,6 +261,23 @@ async fn never_reading_subscribers_do_not_each_hold_a_copy_of_a_big_snapshot() {
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = resident(pid);
+    // They were sent the timeline (as far as their windows took it), and a reader gets it whole.
+    let mut head = Vec::new();
+    let mut buffer = vec![0; 16 * 1024];
+    while !String::from_utf8_lossy(&head).contains("\"snapshot\"") && head.len() < 1 << 20 {
+        let read = subscribers[40].read(&mut buffer).await.unwrap();
+        assert!(read > 0, "the server closed a subscriber");
+        head.extend_from_slice(&buffer[..read]);
+    }
+    assert!(String::from_utf8_lossy(&head).contains("\"snapshot\""));
+    let mut reader = served.events("s", None).await;
+    reader.next().await.expect("hello");
+    let whole = reader.next().await.expect("the snapshot");
+    assert!(
+        whole.frame.text.len() as u64 > snapshot_bytes / 2,
+        "{}",
+        whole.frame.text.len()
+    );
     let grown = after.saturating_sub(before);
     println!(
         "80 never-reading subscribers of a {snapshot_bytes}-byte snapshot: {} MiB more resident memory ({} KiB each)",
