@@ -5,7 +5,7 @@
 //! subscriber.) Small frames, most of them, are copied into one buffer per burst, which costs
 //! less than a chunk each.
 
-use std::{convert::Infallible, time::Duration};
+use std::{convert::Infallible, sync::Arc, time::Duration};
 
 use axum::{
     body::{Body, Bytes},
@@ -70,7 +70,7 @@ struct Chunks {
 }
 
 impl Chunks {
-    fn push(&mut self, frame: &Frame) {
+    fn push(&mut self, frame: &Arc<Frame>) {
         match frame.position {
             Some(position) => {
                 self.buffer.extend_from_slice(b"id: ");
@@ -84,7 +84,11 @@ impl Chunks {
             self.buffer.extend_from_slice(frame.json.as_bytes());
         } else {
             self.done.push(self.buffer.split().freeze());
-            self.done.push(Bytes::from(frame.json.clone()));
+            // The frame itself owns the bytes while the connection writes them, so that the
+            // session's shared snapshot stays shared (see `SharedSnapshot`) until the last
+            // subscriber has written it.
+            self.done
+                .push(Bytes::from_owner(FrameBytes(Arc::clone(frame))));
         }
         self.buffer.extend_from_slice(b"\n\n");
     }
@@ -92,5 +96,14 @@ impl Chunks {
     fn finish(mut self) -> Vec<Bytes> {
         self.done.push(self.buffer.freeze());
         self.done
+    }
+}
+
+/// A frame's JSON as the bytes of a body chunk.
+struct FrameBytes(Arc<Frame>);
+
+impl AsRef<[u8]> for FrameBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.json.as_bytes()
     }
 }
