@@ -69,7 +69,9 @@ pub struct Connections {
     finishing: CancellationToken,
     /// Closes every connection at once.
     closing: CancellationToken,
-    warned: Mutex<Option<Instant>>,
+    /// When the limit was last said to be reached, and an accept last said to fail.
+    full: Mutex<Option<Instant>>,
+    accept_failed: Mutex<Option<Instant>>,
 }
 
 impl Connections {
@@ -82,7 +84,8 @@ impl Connections {
             tasks: TaskTracker::new(),
             finishing: CancellationToken::new(),
             closing: CancellationToken::new(),
-            warned: Mutex::new(None),
+            full: Mutex::new(None),
+            accept_failed: Mutex::new(None),
         })
     }
 
@@ -97,7 +100,9 @@ impl Connections {
                 Ok((stream, _)) => self.take(stream),
                 // Out of descriptors (or memory): the connections that end give theirs back.
                 Err(error) => {
-                    tracing::warn!("cannot accept a connection: {error}");
+                    if once_a_minute(&self.accept_failed) {
+                        tracing::warn!("cannot accept a connection: {error}");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }
@@ -168,15 +173,24 @@ impl Connections {
 
     /// Says on stderr that the limit was reached, once a minute at most.
     fn warn_full(&self) {
-        let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
-        if warned.is_none_or(|at| at.elapsed() > Duration::from_secs(60)) {
-            *warned = Some(Instant::now());
+        if once_a_minute(&self.full) {
             tracing::warn!(
                 "{} connections are open, the most this server takes (--max-connections): new ones get 503 until some close",
                 self.max
             );
         }
     }
+}
+
+/// Whether a minute has passed since `last` (which is then now): a flood of connections is
+/// said on stderr once a minute, not once a connection.
+fn once_a_minute(last: &Mutex<Option<Instant>>) -> bool {
+    let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+    let due = last.is_none_or(|at| at.elapsed() > Duration::from_secs(60));
+    if due {
+        *last = Some(Instant::now());
+    }
+    due
 }
 
 fn log_end(ended: Result<(), hyper::Error>) {
