@@ -44,12 +44,9 @@ impl Position {
         }
     }
 
-    /// The SSE id: `N`, or `N.k` for a frame before its event's last.
+    /// The SSE id: `N`, or `N.k` for a frame before its event's last (its `Display`).
     pub fn id(&self) -> String {
-        match self.index {
-            Self::LAST => self.ordinal.to_string(),
-            index => format!("{}.{index}", self.ordinal),
-        }
+        self.to_string()
     }
 
     /// A cursor as a client sends it (`Last-Event-ID` or `?after=`); `None` when it is not one.
@@ -61,6 +58,15 @@ impl Position {
                 ordinal: ordinal.parse().ok()?,
                 index: index.parse().ok().filter(|i| *i != Self::LAST)?,
             }),
+        }
+    }
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.index {
+            Self::LAST => write!(f, "{}", self.ordinal),
+            index => write!(f, "{}.{index}", self.ordinal),
         }
     }
 }

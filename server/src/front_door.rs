@@ -90,7 +90,7 @@ impl Door {
 
 /// Answers only requests whose `Host` names this server (421 otherwise).
 pub async fn check_host(State(door): State<Door>, request: Request, next: Next) -> Response {
-    match request_host(request.headers(), &request) {
+    match request_host(&request) {
         Some(host) if !door.answers_host(&host) => ApiError::new(
             StatusCode::MISDIRECTED_REQUEST,
             ErrorCode::HostNotAllowed,
@@ -107,7 +107,7 @@ pub async fn check_host(State(door): State<Door>, request: Request, next: Next) 
 /// Refuses API requests sent by another site's page, and JSON routes' bodies of another type.
 pub async fn check_origin(State(door): State<Door>, request: Request, next: Next) -> Response {
     let headers = request.headers();
-    let host = request_host(headers, &request);
+    let host = request_host(&request);
     let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
     let refused = match origin {
         Some(origin) if !door.trusts_origin(origin, host.as_deref()) => Some(format!(
@@ -162,8 +162,9 @@ fn check_json(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// The authority a request was sent to: `Host`, or the URI's (HTTP/2).
-fn request_host(headers: &HeaderMap, request: &Request) -> Option<String> {
-    headers
+fn request_host(request: &Request) -> Option<String> {
+    request
+        .headers()
         .get(header::HOST)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()))

@@ -26,6 +26,9 @@ use crate::connections::WRITE_STALL;
 pub struct GuardedIo {
     stream: TcpStream,
     _slot: OwnedSemaphorePermit,
+    /// Checked (an atomic load) before each read and write.
+    closed: CancellationToken,
+    /// Polled only when the socket has to wait, so that closing wakes a waiting task.
     closing: Pin<Box<WaitForCancellationFutureOwned>>,
     /// Running while a write waits for the client.
     stalled: Option<Pin<Box<Sleep>>>,
@@ -36,28 +39,36 @@ impl GuardedIo {
         Self {
             stream,
             _slot: slot,
+            closed: closing.clone(),
             closing: Box::pin(closing.cancelled_owned()),
             stalled: None,
         }
     }
 
-    /// Fails once the server closes its connections (and wakes the task then).
-    fn check_open(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        match self.closing.as_mut().poll(cx) {
-            Poll::Ready(()) => Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                "the server closed the connection",
-            )),
-            Poll::Pending => Ok(()),
-        }
-    }
-
-    /// What a write's poll says, with the stall bound: pending for too long is an error.
-    fn bounded<T>(
+    /// What a poll of the socket says, unless the server closes its connections: then an error
+    /// at once, or, for a poll that has to wait, as soon as it closes them.
+    fn guarded<T>(
         &mut self,
         cx: &mut Context<'_>,
-        polled: Poll<io::Result<T>>,
+        poll: impl FnOnce(Pin<&mut TcpStream>, &mut Context<'_>) -> Poll<io::Result<T>>,
     ) -> Poll<io::Result<T>> {
+        if self.closed.is_cancelled() {
+            return Poll::Ready(Err(closed()));
+        }
+        let polled = poll(Pin::new(&mut self.stream), cx);
+        if polled.is_pending() && self.closing.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(closed()));
+        }
+        polled
+    }
+
+    /// A write's poll, with the stall bound: pending for too long is an error.
+    fn write_guarded<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: impl FnOnce(Pin<&mut TcpStream>, &mut Context<'_>) -> Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        let polled = self.guarded(cx, poll);
         if polled.is_ready() {
             self.stalled = None;
             return polled;
@@ -73,15 +84,21 @@ impl GuardedIo {
     }
 }
 
+fn closed() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "the server closed the connection",
+    )
+}
+
 impl AsyncRead for GuardedIo {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        this.check_open(cx)?;
-        Pin::new(&mut this.stream).poll_read(cx, buf)
+        self.get_mut()
+            .guarded(cx, |stream, cx| stream.poll_read(cx, buf))
     }
 }
 
@@ -91,10 +108,8 @@ impl AsyncWrite for GuardedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.check_open(cx)?;
-        let polled = Pin::new(&mut this.stream).poll_write(cx, buf);
-        this.bounded(cx, polled)
+        self.get_mut()
+            .write_guarded(cx, |stream, cx| stream.poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -102,10 +117,8 @@ impl AsyncWrite for GuardedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.check_open(cx)?;
-        let polled = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
-        this.bounded(cx, polled)
+        self.get_mut()
+            .write_guarded(cx, |stream, cx| stream.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -113,10 +126,8 @@ impl AsyncWrite for GuardedIo {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        this.check_open(cx)?;
-        let polled = Pin::new(&mut this.stream).poll_flush(cx);
-        this.bounded(cx, polled)
+        self.get_mut()
+            .write_guarded(cx, |stream, cx| stream.poll_flush(cx))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

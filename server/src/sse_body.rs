@@ -5,7 +5,7 @@
 //! subscriber.) Small frames, most of them, are copied into one buffer per burst, which costs
 //! less than a chunk each.
 
-use std::{convert::Infallible, sync::Arc, time::Duration};
+use std::{convert::Infallible, fmt::Write, sync::Arc, time::Duration};
 
 use axum::{
     body::{Body, Bytes},
@@ -72,10 +72,9 @@ struct Chunks {
 impl Chunks {
     fn push(&mut self, frame: &Arc<Frame>) {
         match frame.position {
+            // Written in place: no string per frame on the streaming path.
             Some(position) => {
-                self.buffer.extend_from_slice(b"id: ");
-                self.buffer.extend_from_slice(position.id().as_bytes());
-                self.buffer.extend_from_slice(b"\ndata: ");
+                let _ = write!(self.buffer, "id: {position}\ndata: ");
             }
             None => self.buffer.extend_from_slice(b"data: "),
         }

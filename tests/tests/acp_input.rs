@@ -86,6 +86,14 @@ impl Agent {
         }
     }
 
+    /// Waits for JSON-RPC's parse error (id null) whose message says `why`.
+    fn expect_parse_error(&mut self, why: &str) {
+        let answer = self.answer_to(&Value::Null);
+        assert_eq!(answer["error"]["code"], -32700, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(why), "{answer}");
+    }
+
     fn new_session(&mut self, id: u64, cwd: &Path) -> String {
         let answer = self.call(id, "session/new", json!({"cwd": cwd, "mcpServers": []}));
         answer["result"]["sessionId"]
@@ -123,15 +131,7 @@ fn lines_that_are_no_utf8_or_too_long_are_answered_and_the_agent_goes_on() {
     let peak = PeakRss::watch(agent.child.id());
     // A request whose text is not UTF-8.
     agent.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"session/list\",\"params\":{\"x\":\"\xff\xfe\"}}\n");
-    let answer = agent.answer_to(&Value::Null);
-    assert_eq!(answer["error"]["code"], -32700, "{answer}");
-    assert!(
-        answer["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("UTF-8"),
-        "{answer}"
-    );
+    agent.expect_parse_error("UTF-8");
     // A line of 64 MiB, sent in pieces: refused without being held.
     let piece = vec![b'a'; 1024 * 1024];
     agent.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"x\",\"params\":\"");
@@ -139,15 +139,7 @@ fn lines_that_are_no_utf8_or_too_long_are_answered_and_the_agent_goes_on() {
         agent.send_bytes(&piece);
     }
     agent.send_bytes(b"\"}\n");
-    let answer = agent.answer_to(&Value::Null);
-    assert_eq!(answer["error"]["code"], -32700, "{answer}");
-    assert!(
-        answer["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("longer"),
-        "{answer}"
-    );
+    agent.expect_parse_error("longer");
     // The agent goes on: a session, a prompt.
     let session = agent.new_session(9, dir.path());
     let answer = agent.prompt(10, &session, "still here");

@@ -292,15 +292,18 @@ fn a_writer_that_exited_is_free_at_once_even_before_its_parent_reaps_it() {
     )
     .unwrap();
     assert!(hello.contains("hello"), "{hello}");
-    let busy = run(&[
-        "run-command",
-        "examples/echo.yaml",
-        "--session-id",
-        "z",
-        "--resume",
-        "--timeline-db",
-        db,
-    ]);
+    let resume = || {
+        run(&[
+            "run-command",
+            "examples/echo.yaml",
+            "--session-id",
+            "z",
+            "--resume",
+            "--timeline-db",
+            db,
+        ])
+    };
+    let busy = resume();
     assert!(
         stderr(&busy).contains("is open in another process"),
         "a live writer's session was written: {}",
@@ -315,15 +318,7 @@ fn a_writer_that_exited_is_free_at_once_even_before_its_parent_reaps_it() {
     });
     assert!(zombie, "the writer is a zombie");
     // Free at once (a busy session is refused at once, it is not waited for).
-    let resumed = run(&[
-        "run-command",
-        "examples/echo.yaml",
-        "--session-id",
-        "z",
-        "--resume",
-        "--timeline-db",
-        db,
-    ]);
+    let resumed = resume();
     assert!(resumed.status.success(), "{}", stderr(&resumed));
     writer.wait().unwrap();
 }

@@ -180,6 +180,31 @@ fn database_text(db: &Path) -> String {
     text
 }
 
+/// Runs an OpenAI command (written in `dir`) against a server that refuses it with 401 and
+/// `body`, storing session `k` in `dir/t.db`, with `more` flags.
+fn refused_with(dir: &Path, body: &Value, more: &[&str]) -> (Vec<u8>, String, Option<i32>) {
+    let cmd = command(dir, "openai", "  model: m\n");
+    let db = dir.join("t.db");
+    let server = SseServer::start(vec![Reply::Status {
+        status: 401,
+        body: body.to_string(),
+    }]);
+    let base_url = server.base_url();
+    let mut args = vec![
+        "run-command",
+        &cmd,
+        "--rpc",
+        "--base-url",
+        &base_url,
+        "--session-id",
+        "k",
+        "--timeline-db",
+        db.to_str().unwrap(),
+    ];
+    args.extend(more);
+    run_with_key(&args)
+}
+
 #[test]
 fn a_key_or_a_url_password_echoed_back_is_redacted_everywhere() {
     let dir = tempfile::tempdir().unwrap();
@@ -187,23 +212,11 @@ fn a_key_or_a_url_password_echoed_back_is_redacted_everywhere() {
     let db = dir.path().join("t.db");
     let debug = dir.path().join("debug.jsonl");
     let echoed = json!({"error": {"message": format!("Incorrect API key provided: {KEY}. You can find your key at ..."), "type": "invalid_request_error"}});
-    let server = SseServer::start(vec![Reply::Status {
-        status: 401,
-        body: echoed.to_string(),
-    }]);
-    let (stdout, stderr, code) = run_with_key(&[
-        "run-command",
-        &cmd,
-        "--rpc",
-        "--base-url",
-        &server.base_url(),
-        "--session-id",
-        "k",
-        "--timeline-db",
-        db.to_str().unwrap(),
-        "--debug-events-jsonl",
-        debug.to_str().unwrap(),
-    ]);
+    let (stdout, stderr, code) = refused_with(
+        dir.path(),
+        &echoed,
+        &["--debug-events-jsonl", debug.to_str().unwrap()],
+    );
     assert_eq!(code, Some(1));
     let message = error_of(&stdout);
     assert!(
@@ -257,7 +270,6 @@ fn a_key_echoed_back_in_base64_is_redacted_everywhere() {
         engine::general_purpose::{STANDARD, URL_SAFE},
     };
     let dir = tempfile::tempdir().unwrap();
-    let cmd = command(dir.path(), "openai", "  model: m\n");
     let db = dir.path().join("t.db");
     // The credential as gateways echo it: the key alone, a Basic pair, a header line, in both
     // alphabets (each a different alignment of the key inside the encoded text).
@@ -269,21 +281,7 @@ fn a_key_echoed_back_in_base64_is_redacted_everywhere() {
         })
         .collect();
     let body = json!({"error": {"message": format!("bad credentials: {}", echoed.join(" ")), "type": "invalid_request_error"}});
-    let server = SseServer::start(vec![Reply::Status {
-        status: 401,
-        body: body.to_string(),
-    }]);
-    let (stdout, stderr, code) = run_with_key(&[
-        "run-command",
-        &cmd,
-        "--rpc",
-        "--base-url",
-        &server.base_url(),
-        "--session-id",
-        "k",
-        "--timeline-db",
-        db.to_str().unwrap(),
-    ]);
+    let (stdout, stderr, code) = refused_with(dir.path(), &body, &[]);
     assert_eq!(code, Some(1));
     assert!(
         error_of(&stdout).contains("[redacted]"),
