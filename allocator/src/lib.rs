@@ -10,7 +10,7 @@
 //! that empties a span hands it back itself. mimalloc is built to override `malloc` too, so C
 //! code in the process (SQLite, which copies a stored row twice) allocates from it as well:
 //! glibc's malloc kept such buffers for good. Together they took a real session from 42-50
-//! bytes per delta after such a reply to 11-13 (see README, "Benchmarks").
+//! bytes per delta after such a reply to 11-13 (see docs/benchmarks.md).
 //!
 //! This crate is the one place reel calls C: the rest of the workspace forbids `unsafe`.
 //!

@@ -7,11 +7,17 @@
 use std::{collections::BTreeMap, ffi::OsString, path::PathBuf};
 
 use clap::{
-    Arg, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum,
+    Arg, CommandFactory, FromArgMatches, Parser, Subcommand,
     error::{ContextKind, ContextValue, ErrorKind},
 };
 
-use crate::command_file::{CommandFile, CommandFileError};
+use reel_engine::error_chain;
+
+use crate::{
+    command_file::CommandFile,
+    commands, exit,
+    run_args::{Invocation, RunCommandArgs},
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -31,193 +37,33 @@ pub enum Action {
     /// Run a command file: send its prompt to a model and stream the reply.
     RunCommand(RunCommandArgs),
     /// Stream a long scripted reply through the whole path and print throughput and memory.
-    Bench(crate::bench::BenchArgs),
+    Bench(reel_bench::BenchArgs),
     /// Rebuild a stored session from its log and report any difference from the database.
-    Verify(crate::verify::VerifyArgs),
+    Verify(crate::commands::verify::VerifyArgs),
     /// List the sessions of a timeline database, newest first.
-    Sessions(crate::inspect::sessions::SessionsArgs),
+    Sessions(crate::commands::sessions::SessionsArgs),
     /// Show a session's timeline as a person reads it.
-    Show(crate::inspect::show::ShowArgs),
+    Show(crate::commands::show::ShowArgs),
     /// Export a session as frames, markdown, HTML or model turns.
-    Export(crate::inspect::export::ExportArgs),
+    Export(crate::commands::export::ExportArgs),
     /// Rebuild a session's databases from a capture of its frames.
-    Replay(crate::inspect::replay::ReplayArgs),
+    Replay(crate::commands::replay::ReplayArgs),
     /// Start a new session from the first events of another.
-    Fork(crate::inspect::fork::ForkArgs),
+    Fork(crate::commands::fork::ForkArgs),
     /// Follow a session another process is writing.
-    Tail(crate::inspect::tail::TailArgs),
+    Tail(crate::commands::tail::TailArgs),
     /// Delete a session (refused while a process writes it).
-    Rm(crate::inspect::RmArgs),
+    Rm(crate::commands::rm::RmArgs),
     /// Host many sessions over HTTP, Server-Sent Events and WebSocket.
-    Serve(crate::serve::ServeArgs),
+    Serve(crate::commands::serve::ServeArgs),
     /// Be an Agent Client Protocol agent on stdin/stdout, for editors (Zed, JetBrains, ...).
-    Acp(crate::acp::AcpArgs),
-}
-
-/// How `run-command` writes its result on stdout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum OutputMode {
-    /// The assistant's reply as plain text, streamed.
-    Text,
-    /// One JSON result document at the end.
-    Json,
-    /// One YAML result document at the end.
-    Yaml,
-    /// Protocol frames: one protobuf-JSON RpcLine per line.
-    Jsonl,
-    /// A markdown transcript at the end (as `reel export --format markdown`).
-    Markdown,
-    /// A self-contained HTML page at the end (as `reel export --format html`).
-    Html,
-    /// How many events of each kind the run appended, at the end.
-    EventCounts,
-}
-
-/// Model backends this build has.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ProviderName {
-    /// Plays a script, or echoes the prompt; no network.
-    Scripted,
-    /// An OpenAI-compatible chat completions server (OpenAI, Ollama, vLLM, llama.cpp, ...).
-    Openai,
-    /// Anthropic's Messages API.
-    Anthropic,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct RunCommandArgs {
-    /// The command file (YAML). Its variables become flags: --NAME VALUE.
-    pub command_file: PathBuf,
-    /// What stdout carries.
-    #[arg(long, value_enum, default_value_t = OutputMode::Text)]
-    pub output: OutputMode,
-    /// Write protocol frames on stdout (the same as --output jsonl).
-    #[arg(long)]
-    pub rpc: bool,
-    /// Serve one session over stdin: one RpcRequestLine per line, request-scoped frames on
-    /// stdout (needs --rpc or --output jsonl).
-    #[arg(long)]
-    pub stdin_rpc: bool,
-    /// Also write the protocol frames to this file (created with its folders, truncated).
-    #[arg(long, value_name = "PATH")]
-    pub debug_events_jsonl: Option<PathBuf>,
-    /// The model backend (default: the command file's, else scripted).
-    #[arg(long, value_enum)]
-    pub provider: Option<ProviderName>,
-    /// A script for the scripted provider (default: the command file's; else echo the prompt).
-    #[arg(long, value_name = "FILE")]
-    pub script: Option<PathBuf>,
-    /// The model name to ask for (default: the command file's).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// The provider's base URL, e.g. http://127.0.0.1:8080/v1 (default: the command file's,
-    /// else the provider's public API).
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
-    /// The environment variable that holds the API key (default: the command file's, else
-    /// OPENAI_API_KEY or ANTHROPIC_API_KEY). Keys are never taken from flags, which land in
-    /// shell history.
-    #[arg(long, value_name = "NAME")]
-    pub api_key_env: Option<String>,
-    /// Give up on a model call after this long without a response or a piece of one.
-    #[arg(long, value_name = "MS")]
-    pub timeout_ms: Option<u64>,
-    /// Sampling temperature (default: the command file's, else the provider's).
-    #[arg(long, value_name = "T")]
-    pub temperature: Option<f64>,
-    /// The longest reply, in tokens (default: the command file's, else the provider's).
-    #[arg(long, value_name = "N")]
-    pub max_tokens: Option<u32>,
-    /// Turn on Anthropic's extended thinking with this many tokens for it (at least 1024, and
-    /// below --max-tokens); default: the command file's thinking_budget_tokens, else off.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1024..))]
-    pub thinking_budget: Option<u32>,
-    /// Model calls one run may make: each round of tool calls costs one (default: the command
-    /// file's, else 10). When the model still asks for tools, the run ends with a warning.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_iterations: Option<u32>,
-    /// The model's context window in tokens: before a model call whose input would pass
-    /// context.compact_at of it (default 0.8), the earlier turns are summarized (default: the
-    /// command file's context.window_tokens, else no compaction).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub context_window: Option<u64>,
-    /// Run budget: model calls one run may make, summarization calls included (default: the
-    /// command file's budget.run).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_model_calls: Option<u64>,
-    /// Run budget: input tokens one run may spend.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_input_tokens: Option<u64>,
-    /// Run budget: output tokens one run may spend.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_output_tokens: Option<u64>,
-    /// Run budget: US dollars one run may spend, at the command file's provider.pricing.
-    #[arg(long, value_name = "USD")]
-    pub max_cost_usd: Option<f64>,
-    /// Add backendEvent frames: the log's own events, for debugging.
-    #[arg(long)]
-    pub include_backend_events: bool,
-    /// One more output of the session (repeatable): exec:COMMAND runs COMMAND with the frames
-    /// on its stdin, one JSON line each; nats://HOST:PORT/STREAM keeps the log in a JetStream
-    /// stream (durable: done waits for its acknowledgements); http(s)://HOST/PATH POSTs the
-    /// frames to a webhook (batched, retried, signed with ?secret_env=NAME).
-    #[arg(long = "sink", value_name = "URI")]
-    pub sinks: Vec<String>,
-    /// Export traces of the session's runs, model calls and tool executions over OTLP
-    /// (HTTP/protobuf) to this base URL (spans go to URL/v1/traces); the standard
-    /// OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_* variables do the same.
-    #[arg(long, value_name = "URL")]
-    pub otlp_endpoint: Option<String>,
-    /// Keep the session under this id in the timeline database (default database: the user's
-    /// data folder). A new id starts a session; an existing one needs --resume.
-    #[arg(long, value_name = "ID")]
-    pub session_id: Option<String>,
-    /// Continue the stored session named by --session-id.
-    #[arg(long, requires = "session_id")]
-    pub resume: bool,
-    /// Take the session over even if another process seems to hold it (a process on another
-    /// machine or container whose heartbeat has not expired yet, or one that hangs). That
-    /// process's next write fails and it stops. Use it only when you know the holder is gone.
-    #[arg(long, requires = "resume")]
-    pub steal_lease: bool,
-    /// The timeline database (SQLite file) that keeps the session's log.
-    #[arg(long, value_name = "PATH", conflicts_with = "timeline_dsn")]
-    pub timeline_db: Option<PathBuf>,
-    /// The timeline database as a DSN: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE.
-    #[arg(long, value_name = "URL")]
-    pub timeline_dsn: Option<String>,
-    /// The turns database (SQLite file): the model context after each run.
-    #[arg(long, value_name = "PATH", conflicts_with = "turns_dsn")]
-    pub turns_db: Option<PathBuf>,
-    /// The turns database as a DSN: sqlite://PATH or postgres://USER@HOST:PORT/DATABASE.
-    #[arg(long, value_name = "URL")]
-    pub turns_dsn: Option<String>,
-}
-
-impl RunCommandArgs {
-    /// Whether stdout carries protocol frames.
-    pub fn frames_on_stdout(&self) -> bool {
-        self.rpc || self.output == OutputMode::Jsonl
-    }
-}
-
-/// A parsed `run-command` invocation.
-pub struct Invocation {
-    pub args: RunCommandArgs,
-    /// The command file, or why it could not be loaded (reported in the requested output mode).
-    pub command: Result<CommandFile, CommandFileError>,
-    /// Variable values from flags and defaults.
-    pub variables: BTreeMap<String, String>,
+    Acp(crate::commands::acp::AcpArgs),
 }
 
 pub enum Parsed {
     RunCommand(Box<Invocation>),
-    Bench(crate::bench::BenchArgs),
-    Verify(crate::verify::VerifyArgs),
-    Serve(Box<crate::serve::ServeArgs>),
-    Acp(crate::acp::AcpArgs),
-    /// One of the session commands (sessions, show, export, replay, fork, tail).
-    Inspect(Box<Action>),
+    /// Every other command, as clap parsed it.
+    Other(Box<Action>),
 }
 
 /// Parses the process arguments; prints usage and exits on a usage error.
@@ -269,17 +115,17 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
     };
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.action {
-        Action::Bench(bench) => Parsed::Bench(bench),
-        Action::Verify(verify) => Parsed::Verify(verify),
-        Action::Serve(serve) => Parsed::Serve(Box::new(serve)),
-        Action::Acp(acp) => Parsed::Acp(acp),
-        action @ (Action::Sessions(_)
+        action @ (Action::Bench(_)
+        | Action::Verify(_)
+        | Action::Serve(_)
+        | Action::Acp(_)
+        | Action::Sessions(_)
         | Action::Show(_)
         | Action::Export(_)
         | Action::Replay(_)
         | Action::Fork(_)
         | Action::Tail(_)
-        | Action::Rm(_)) => Parsed::Inspect(Box::new(action)),
+        | Action::Rm(_)) => Parsed::Other(Box::new(action)),
         Action::RunCommand(run_args) => {
             let sub = matches
                 .subcommand_matches("run-command")
@@ -303,6 +149,35 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
                 command,
                 variables,
             }))
+        }
+    }
+}
+
+/// Runs a parsed command; its exit status.
+pub async fn run(parsed: Parsed) -> u8 {
+    let action = match parsed {
+        Parsed::RunCommand(invocation) => return commands::run_command::run(*invocation).await,
+        Parsed::Other(action) => *action,
+    };
+    let result = match action {
+        Action::Bench(args) => return reel_bench::run(args).await,
+        Action::Verify(args) => return commands::verify::run(args).await,
+        Action::Serve(args) => return commands::serve::run(args).await,
+        Action::Acp(args) => return commands::acp::run(args).await,
+        Action::Sessions(args) => commands::sessions::run(args).await,
+        Action::Show(args) => commands::show::run(args).await,
+        Action::Export(args) => commands::export::run(args).await,
+        Action::Replay(args) => commands::replay::run(args).await,
+        Action::Fork(args) => commands::fork::run(args).await,
+        Action::Tail(args) => commands::tail::run(args).await,
+        Action::Rm(args) => commands::rm::run(args).await,
+        Action::RunCommand(_) => unreachable!("parsed as an invocation"),
+    };
+    match result {
+        Ok(()) => exit::OK,
+        Err(error) => {
+            tracing::error!("{}", error_chain(&*error));
+            exit::FAILED
         }
     }
 }

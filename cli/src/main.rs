@@ -1,26 +1,29 @@
 //! The `reel` binary. stdout carries the command's output (protocol frames in jsonl / rpc mode);
 //! every log line goes to stderr.
 
-mod acp;
-mod acp_stdio;
-mod bench;
-mod bounded_lines;
+// The command line and one module per subcommand: a subcommand uses the shared set-up below,
+// never another subcommand (tests/src/lib.rs checks it).
 mod cli;
+mod commands;
+
+// Shared set-up.
+mod acp_stdio;
+mod bounded_lines;
 mod command_file;
-mod inspect;
+mod exit;
+mod hosting;
 mod outputs;
 mod persistence;
 mod prepare;
-mod run_command;
+mod run_args;
 mod same_file;
-mod serve;
 mod signals;
 mod sink_uri;
 mod stdin_rpc;
+mod stored;
 mod template;
 mod tool_servers;
 mod toolbox;
-mod verify;
 
 use std::{io::IsTerminal, process::ExitCode};
 
@@ -32,11 +35,11 @@ static ALLOCATOR: reel_allocator::Allocator = reel_allocator::Allocator;
 
 fn main() -> ExitCode {
     reel_allocator::return_freed_memory_at_once();
-    // reel runs itself as the guard of each command tool (see reel_engine's tools::guard): that
+    // reel runs itself as the guard of each command tool (see reel_command_tools::run_tool_guard): that
     // process does nothing else, so it is dispatched before anything is set up.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == toolbox::GUARD_COMMAND) {
-        let code = reel_engine::run_tool_guard(&args[2..]);
+        let code = reel_command_tools::run_tool_guard(&args[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     tracing_subscriber::fmt()
@@ -58,19 +61,10 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => {
             tracing::error!("cannot start the async runtime: {error}");
-            return ExitCode::from(run_command::exit::FAILED);
+            return ExitCode::from(exit::FAILED);
         }
     };
-    let status = runtime.block_on(async {
-        match parsed {
-            cli::Parsed::RunCommand(invocation) => run_command::run(*invocation).await,
-            cli::Parsed::Bench(args) => bench::run(args).await,
-            cli::Parsed::Verify(args) => verify::run(args).await,
-            cli::Parsed::Serve(args) => serve::run(*args).await,
-            cli::Parsed::Acp(args) => acp::run(args).await,
-            cli::Parsed::Inspect(action) => inspect::run(*action).await,
-        }
-    });
+    let status = runtime.block_on(cli::run(parsed));
     // Every output is flushed by now. A read of stdin may still be blocked in a runtime thread
     // (a shutdown request arrived while the client kept stdin open): do not wait for it.
     runtime.shutdown_background();

@@ -11,7 +11,7 @@ use reel_sinks::{
     Transcript, TranscriptFormat, TranscriptSink, TurnsDocumentSink,
 };
 
-use crate::cli::OutputMode;
+use crate::run_args::OutputMode;
 
 /// A way of writing a session.
 pub enum Rendering {
@@ -67,4 +67,10 @@ pub fn sink<W: Write + Send + 'static>(rendering: Rendering, writer: W) -> Box<d
         Rendering::Turns => Box::new(TurnsDocumentSink::new(writer)),
         Rendering::EventCounts => Box::new(EventCountSink::new(writer)),
     }
+}
+
+/// Colour when stdout is a terminal and NO_COLOR is not set.
+pub fn colour_on_stdout() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }

@@ -14,7 +14,7 @@ use reel_engine::{
 use reel_sinks::{TimelineDbSink, TurnsDbSink};
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
 
-use crate::cli::RunCommandArgs;
+use crate::run_args::RunCommandArgs;
 
 /// A session opened in its databases.
 pub struct Opened {

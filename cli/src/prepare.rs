@@ -7,8 +7,8 @@ use reel_otel::Traces;
 use reel_providers::{AnthropicProvider, HttpConfig, OpenAiProvider, Script, ScriptedProvider};
 
 use crate::{
-    cli::{Invocation, ProviderName, RunCommandArgs},
     command_file::{CommandFile, ProviderDefaults},
+    run_args::{Invocation, ProviderName, RunCommandArgs},
     same_file::InUse,
     sink_uri::SinkUri,
 };

@@ -13,9 +13,8 @@
 use anyhow::Context;
 use std::{ffi::OsString, time::Duration};
 
-use reel_engine::{
-    CommandTool, DEFAULT_MAX_ITERATIONS, Tool, ToolDefinition, ToolExecutor, Toolbox,
-};
+use reel_command_tools::CommandTool;
+use reel_engine::{DEFAULT_MAX_ITERATIONS, Tool, ToolDefinition, ToolExecutor, Toolbox};
 
 use crate::command_file::{CommandFile, ExecutorDeclaration};
 
@@ -77,14 +76,14 @@ pub fn build(
                     }
                     let mut env: Vec<String> = BASE_ENV.iter().map(|n| (*n).to_owned()).collect();
                     env.extend(declared.env.iter().cloned());
-                    ToolExecutor::Command(CommandTool {
+                    ToolExecutor::Service(std::sync::Arc::new(CommandTool {
                         argv,
                         timeout: timeout.unwrap_or(COMMAND_TIMEOUT),
                         max_output_bytes,
                         env,
                         working_dir: None,
                         guard: guard.clone(),
-                    })
+                    }))
                 }
             };
             Ok(Tool {

@@ -68,9 +68,8 @@ pub use store::{
 pub use stored_stream::{StoredStream, send_stored};
 pub use timeline::{OpenRun, QueuedPrompt, TimelineProjection};
 pub use tools::{
-    Approval, ApprovalRequest, Approver, CommandTool, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool,
-    ToolChoice, ToolDefinition, ToolExecutor, ToolOutput, ToolService, Toolbox, ToolboxError,
-    run_tool_guard,
+    Approval, ApprovalRequest, Approver, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool, ToolChoice,
+    ToolDefinition, ToolExecutor, ToolOutput, ToolService, Toolbox, ToolboxError,
 };
 pub use usage::{Pricing, UsageProjection, add_usage, cached_tokens, input_tokens};
 pub use vocabulary::{

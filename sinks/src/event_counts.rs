@@ -1,6 +1,6 @@
 //! `--output event-counts`: how many events of each kind a run appended, printed when the stream
 //! ends, one `name count` line each, most frequent first. A quick look at what a run did (how
-//! many deltas a reply took, how many tool calls), and the README's example of a whole sink.
+//! many deltas a reply took, how many tool calls), and the manual's example of a whole sink (docs/sinks-and-traces.md).
 
 use std::{collections::HashMap, io::Write};
 

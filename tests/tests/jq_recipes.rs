@@ -147,7 +147,7 @@ fn tool_payloads_are_found_by_their_type() {
     let Some((documented_out, _)) = jq_status(&["-r", documented], &stream) else {
         return;
     };
-    // The null-safe form README shows exits cleanly with the same output.
+    // The null-safe form docs/protocol.md shows exits cleanly with the same output.
     let recipe = r#"select(.uiEvent.payload["@type"]? // "" | test("reel.chat.v1.ChatTool")) | .uiEvent.name"#;
     let out = jq(&["-r", recipe], &stream).unwrap();
     assert_eq!(out, documented_out);

@@ -1,6 +1,6 @@
 //! One family of outputs: a stored session handed to a sink renders as the live run did. The
 //! live stream and `export --format jsonl` are the same bytes, ids and times included; the
-//! live `--output markdown|html` are the exports; `--output event-counts` (the README's
+//! live `--output markdown|html` are the exports; `--output event-counts` (the manual's
 //! "Adding a sink" example) counts what the run appended.
 
 use std::path::Path;
@@ -115,17 +115,17 @@ fn event_counts_count_what_the_run_appended() {
     assert_eq!(sessions[0]["events"], total, "{listed}");
 }
 
-/// The README's "Adding a sink" shows the real sink, not a copy that drifted.
+/// The manual's "Adding a sink" shows the real sink, not a copy that drifted.
 #[test]
 fn the_readme_shows_the_event_count_sink_as_it_is() {
     let root = reel_tests::repo_root();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(root.join("docs/sinks-and-traces.md")).unwrap();
     let source = std::fs::read_to_string(root.join("sinks/src/event_counts.rs")).unwrap();
     let start = source.find("#[async_trait::async_trait]").unwrap();
     let end = source.find("#[cfg(test)]").unwrap();
     assert!(
         readme.contains(source[start..end].trim_end()),
-        "README.md's \"Adding a sink\" must show sinks/src/event_counts.rs's Sink impl as it is"
+        "docs/sinks-and-traces.md's \"Adding a sink\" must show sinks/src/event_counts.rs's Sink impl as it is"
     );
     let outputs = std::fs::read_to_string(root.join("cli/src/outputs.rs")).unwrap();
     let line = "Rendering::EventCounts => Box::new(EventCountSink::new(writer)),";

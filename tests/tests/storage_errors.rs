@@ -313,7 +313,7 @@ fn a_database_deleted_while_reel_writes_it_fails_the_next_request() {
         .expect("a storage_failed error");
     assert!(error.terminal);
     assert!(error.message.contains("deleted"), "{}", error.message);
-    // A model call does not wait for the commit before it (README, "Durable sessions"):
+    // A model call does not wait for the commit before it (docs/durable-sessions.md):
     // the model may have begun the lost request's reply, but the run stops at its next step,
     // so nothing of it streams after the failure is reported.
     let reported = frames

@@ -282,7 +282,7 @@ impl Session {
     /// an answer), but a person should know, on the log and on stderr.
     pub(super) async fn warn_required_tool_call(&mut self, rid: &Arc<str>, call: &CallState) {
         let message = "the model had to call a tool (tool_choice: required) and answered without one; \
-                       a small model may need tool_call_prefill and stop (see README, Model providers)";
+                       a small model may need tool_call_prefill and stop (see docs/command-files.md, Model providers)";
         tracing::warn!("{message}");
         let warning = ChatRunWarning {
             code: WarningCode::RequiredToolCallMissing.into(),

@@ -2,21 +2,18 @@
 //!
 //! A [`Toolbox`] holds the declared tools: what the model is told about each (a
 //! [`ToolDefinition`]: name, description, JSON Schema of the arguments) and who executes it (a
-//! [`ToolExecutor`]): a local command ([`CommandTool`]) or the stdin-RPC client
-//! ([`ToolExecutor::Client`]). The run loop asks the toolbox for an execution per tool call and
+//! [`ToolExecutor`]): a [`ToolService`] (a local command of the `reel-command-tools` crate, a
+//! tool of an MCP server) or the stdin-RPC client ([`ToolExecutor::Client`]). The engine spawns
+//! no process and opens no connection itself: the services do. The run loop asks the toolbox for an execution per tool call and
 //! records the outcome on the log; the toolbox itself knows nothing of the log.
 
 mod approval;
-mod command;
-mod guard;
 
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 
 pub use approval::{AllowedAlways, Approval, ApprovalRequest, Approver};
-pub use command::CommandTool;
-pub use guard::run_tool_guard;
 
 /// How many model calls one run may make before reel stops answering tool calls.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
@@ -41,18 +38,23 @@ pub struct ToolDefinition {
     pub parameters: serde_json::Value,
 }
 
-/// A tool run by a service reel is connected to (an MCP server, see the `reel-mcp` crate).
+/// Who runs a tool outside the engine: a local command (the `reel-command-tools` crate), a
+/// tool of an MCP server (the `reel-mcp` crate).
 pub trait ToolService: Send + Sync + std::fmt::Debug {
     /// Runs a call with `arguments` (JSON text). Dropping the future cancels the call.
     fn call<'a>(&'a self, arguments: &'a str) -> BoxFuture<'a, ToolOutput>;
+
+    /// The same tool running in `dir` (an editor's project), for a service that runs in a
+    /// working directory and was given none; `None` keeps this one as it is.
+    fn in_dir(&self, _dir: &std::path::Path) -> Option<std::sync::Arc<dyn ToolService>> {
+        None
+    }
 }
 
 /// Who runs a tool.
 #[derive(Clone, Debug)]
 pub enum ToolExecutor {
-    /// A local subprocess.
-    Command(CommandTool),
-    /// A service reel is connected to, e.g. a tool of an MCP server.
+    /// A service outside the engine: a local command, a tool of an MCP server.
     Service(std::sync::Arc<dyn ToolService>),
     /// The stdin-RPC client: reel announces the call and waits up to `timeout` for a
     /// `tool_result` request.
@@ -209,10 +211,10 @@ impl Toolbox {
     /// (an editor's project, for a session it opened).
     pub fn in_dir(mut self, dir: &std::path::Path) -> Self {
         for tool in &mut self.tools {
-            if let ToolExecutor::Command(command) = &mut tool.executor
-                && command.working_dir.is_none()
+            if let ToolExecutor::Service(service) = &mut tool.executor
+                && let Some(moved) = service.in_dir(dir)
             {
-                command.working_dir = Some(dir.to_path_buf());
+                *service = moved;
             }
         }
         self
@@ -242,10 +244,6 @@ impl Toolbox {
             )));
         }
         match &tool.executor {
-            ToolExecutor::Command(command) => {
-                let arguments = arguments.to_owned();
-                Execution::Running(Box::pin(async move { command.run(&arguments).await }))
-            }
             ToolExecutor::Service(service) => {
                 let arguments = arguments.to_owned();
                 Execution::Running(Box::pin(async move { service.call(&arguments).await }))

@@ -1,0 +1,15 @@
+//! One module per subcommand of `reel`. A subcommand builds on the shared set-up (the modules
+//! beside this folder: flags of a run, stored sessions, hosting, outputs, persistence), never on
+//! another subcommand; `tests/src/lib.rs` checks that no import goes from one to another.
+
+pub mod acp;
+pub mod export;
+pub mod fork;
+pub mod replay;
+pub mod rm;
+pub mod run_command;
+pub mod serve;
+pub mod sessions;
+pub mod show;
+pub mod tail;
+pub mod verify;

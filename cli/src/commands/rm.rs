@@ -1,0 +1,56 @@
+//! `reel rm SESSION`: deletes a session (its events, entities, snapshots and turns) from a
+//! timeline database, and its turns from a turns database if one is named. It takes the
+//! session's lease first, so it refuses while a writer holds the session and no writer can
+//! start in the middle of the delete.
+
+use std::path::PathBuf;
+
+use reel_engine::LogStore;
+use reel_storage::{Access, Location, open_timeline};
+
+use crate::stored::Database;
+
+#[derive(clap::Args, Debug)]
+pub struct RmArgs {
+    /// The session to delete.
+    pub session_id: String,
+    #[command(flatten)]
+    pub database: Database,
+    /// Also delete the session's turns from this turns database (SQLite file).
+    #[arg(long, value_name = "PATH", conflicts_with = "turns_dsn")]
+    pub turns_db: Option<PathBuf>,
+    /// The turns database as a DSN.
+    #[arg(long, value_name = "URL")]
+    pub turns_dsn: Option<String>,
+}
+
+pub async fn run(args: RmArgs) -> anyhow::Result<()> {
+    let id = args.session_id.as_str();
+    let mut store = args.database.open_for_writing().await?;
+    if !store.exists(id).await? {
+        return Err(anyhow::anyhow!(
+            "there is no session {id:?} in {}",
+            args.database.location()?
+        ));
+    }
+    store.lease(id).await.map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; stop that process (or wait for it to end) before deleting the session"
+        )
+    })?;
+    let removed = store.remove(id).await;
+    let released = store.release(id).await;
+    removed?;
+    released?;
+    let turns = match (&args.turns_dsn, &args.turns_db) {
+        (Some(dsn), _) => Some(Location::dsn(dsn)?),
+        (None, Some(path)) => Some(Location::path(path)),
+        (None, None) => None,
+    };
+    if let Some(location) = turns {
+        let mut turns = open_timeline(&location, Access::ReadWrite).await?;
+        turns.remove(id).await?;
+    }
+    tracing::info!("deleted session {id}");
+    Ok(())
+}

@@ -1,0 +1,13 @@
+//! The exit statuses of `reel`: what a script or a supervisor reads from a stopped process.
+
+pub const OK: u8 = 0;
+/// The run failed, the setup failed, or an output failed.
+pub const FAILED: u8 = 1;
+/// Stopped by SIGINT (128 + 2), as shells report it.
+pub const INTERRUPTED: u8 = 130;
+/// Stopped by SIGTERM (128 + 15).
+pub const TERMINATED: u8 = 143;
+/// Stopped by SIGHUP (128 + 1): the terminal or the parent went away.
+pub const HUNG_UP: u8 = 129;
+/// Flags that do not go together (clap uses the same status for its own usage errors).
+pub const USAGE: u8 = 2;
