@@ -139,14 +139,7 @@ impl PostgresStore {
                     .map_err(|e| StoreError::database(&shown, e))?;
             }
             (Ok(_), Access::ReadWrite) => {
-                // `run` is `run_direct(None, conn, false)` behind `Acquire`, whose future is `Send` only
-                // for some lifetimes: a server's connections open on tasks that must be `Send`.
-                POSTGRES_MIGRATIONS
-                    .run_direct(None, &mut conn, false)
-                    .await
-                    .map_err(|e| {
-                        StoreError::database(format!("cannot bring {shown} up to reel's schema"), e)
-                    })?;
+                schema::bring_up_to_date(&POSTGRES_MIGRATIONS, &mut conn, &shown).await?;
             }
         }
         Ok(Self {
@@ -161,11 +154,10 @@ impl PostgresStore {
 
     /// A round trip on the connection (see [`crate::TimelineStore::ping`]).
     pub async fn ping(&mut self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1")
-            .execute(&mut *self.conn.lock().await)
+        self.conn
+            .execute("SELECT 1")
             .await
-            .map_err(|e| self.error(e))?;
-        Ok(())
+            .map_err(|e| self.error(e))
     }
 
     pub(crate) fn error(&self, error: sqlx::Error) -> StoreError {

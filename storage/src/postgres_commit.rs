@@ -3,12 +3,14 @@
 //! for any count), the entities and the snapshot, brings the row up to date and notifies the
 //! followers. The statements are the shared SQL of [`crate::sql_store`] where there is one.
 
+use std::sync::LazyLock;
+
 use reel_engine::{Commit, RunStatus, StoreError, run_tally};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
 use crate::{
     postgres_notices::NOTIFY_CHANNEL,
-    rows::{db, entity_json, event_json, now_ms, to_i64},
+    rows::{ENTITY_COLUMNS, ENTITY_UPSERT, EntityRow, db, event_json, now_ms, to_i64},
     sql_store::{
         CREATE_SESSION, INSERT_SNAPSHOT, LAST_ORDINAL, PRUNE_SNAPSHOTS, UPDATE_SESSION,
         check_continues,
@@ -133,6 +135,15 @@ async fn insert_events(
     Ok(())
 }
 
+/// The statement of [`upsert_entities`], made once.
+static UPSERT_ENTITIES: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO {ENTITY_COLUMNS} \
+         SELECT $1, i, k, c, l, d, p FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::boolean[], $7::text[]) AS e(i, k, c, l, d, p) \
+         {ENTITY_UPSERT}"
+    )
+});
+
 /// The commit's entities, inserted or updated in one statement.
 async fn upsert_entities(
     conn: &mut PgConnection,
@@ -142,26 +153,17 @@ async fn upsert_entities(
     if commit.entities.is_empty() {
         return Ok(());
     }
-    let mut ids = Vec::new();
-    let mut kinds = Vec::new();
-    let mut created = Vec::new();
-    let mut changed = Vec::new();
-    let mut tombstones = Vec::new();
-    let mut payloads = Vec::new();
-    for entity in &commit.entities {
-        ids.push(entity.id.clone());
-        kinds.push(entity.kind.clone());
-        created.push(to_i64(entity.created_ordinal));
-        changed.push(to_i64(entity.last_event_ordinal));
-        tombstones.push(entity.tombstone);
-        payloads.push(entity_json(entity)?);
-    }
-    sqlx::query(
-            "INSERT INTO entities (session_id, entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json) \
-             SELECT $1, i, k, c, l, d, p FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::boolean[], $7::text[]) AS e(i, k, c, l, d, p) \
-             ON CONFLICT (session_id, entity_id) DO UPDATE SET kind = excluded.kind, created_ordinal = excluded.created_ordinal, \
-             last_event_ordinal = excluded.last_event_ordinal, tombstone = excluded.tombstone, payload_json = excluded.payload_json",
-        )
+    let rows = (commit.entities.iter())
+        .map(EntityRow::of)
+        .collect::<Result<Vec<_>, _>>()?;
+    // One array a column: UNNEST makes them rows again.
+    let ids: Vec<&str> = rows.iter().map(|row| row.id).collect();
+    let kinds: Vec<&str> = rows.iter().map(|row| row.kind).collect();
+    let created: Vec<i64> = rows.iter().map(|row| row.created_ordinal).collect();
+    let changed: Vec<i64> = rows.iter().map(|row| row.last_event_ordinal).collect();
+    let tombstones: Vec<bool> = rows.iter().map(|row| row.tombstone).collect();
+    let payloads: Vec<&str> = rows.iter().map(|row| row.payload_json.as_str()).collect();
+    sqlx::query(AssertSqlSafe(UPSERT_ENTITIES.as_str()))
         .bind(session_id)
         .bind(&ids)
         .bind(&kinds)

@@ -15,6 +15,38 @@ pub fn event_json(entry: &LogEntry) -> Result<String, StoreError> {
         .map_err(|e| StoreError::database(format!("cannot encode event {}", entry.ordinal), e))
 }
 
+/// An entity as its row of `entities` holds it: the values after `session_id`, in the order
+/// of [`ENTITY_COLUMNS`]. Every backend writes entities from this, so they store the same.
+pub struct EntityRow<'a> {
+    pub id: &'a str,
+    pub kind: &'a str,
+    pub created_ordinal: i64,
+    pub last_event_ordinal: i64,
+    pub tombstone: bool,
+    pub payload_json: String,
+}
+
+/// The columns of `entities`, in the order an [`EntityRow`] is bound.
+pub const ENTITY_COLUMNS: &str = "entities (session_id, entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json)";
+
+/// What an insert of an entity that is there already does: the row takes the new values.
+pub const ENTITY_UPSERT: &str = "ON CONFLICT (session_id, entity_id) DO UPDATE SET kind = excluded.kind, \
+     created_ordinal = excluded.created_ordinal, last_event_ordinal = excluded.last_event_ordinal, \
+     tombstone = excluded.tombstone, payload_json = excluded.payload_json";
+
+impl<'a> EntityRow<'a> {
+    pub fn of(entity: &'a SnapshotEntity) -> Result<Self, StoreError> {
+        Ok(Self {
+            id: &entity.id,
+            kind: &entity.kind,
+            created_ordinal: to_i64(entity.created_ordinal),
+            last_event_ordinal: to_i64(entity.last_event_ordinal),
+            tombstone: entity.tombstone,
+            payload_json: entity_json(entity)?,
+        })
+    }
+}
+
 /// An entity's payload as canonical protobuf JSON.
 pub fn entity_json(entity: &SnapshotEntity) -> Result<String, StoreError> {
     match &entity.payload {

@@ -5,12 +5,25 @@
 //! A database is reel's when its `_sqlx_migrations` table lists only migrations reel knows,
 //! each with reel's checksum and applied completely. The check reads; it never writes.
 
+use reel_engine::StoreError;
 use sqlx::migrate::Migrator;
 
 /// reel's migrations for SQLite files.
 pub(crate) static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
 /// reel's migrations for PostgreSQL databases.
 pub(crate) static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// Brings the database behind `conn` (`shown` in messages) up to reel's schema by `migrations`.
+pub(crate) async fn bring_up_to_date<C: sqlx::migrate::Migrate>(
+    migrations: &Migrator,
+    conn: &mut C,
+    shown: &str,
+) -> Result<(), StoreError> {
+    // `run` is `run_direct(None, conn, false)` behind `Acquire`, whose future is `Send` only
+    // for some lifetimes: a server's connections open on tasks that must be `Send`.
+    (migrations.run_direct(None, conn, false).await)
+        .map_err(|e| StoreError::database(format!("cannot bring {shown} up to reel's schema"), e))
+}
 
 /// The migration table sqlx keeps.
 pub(crate) const MIGRATION_TABLE: &str = "_sqlx_migrations";

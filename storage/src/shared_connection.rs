@@ -30,6 +30,23 @@ impl<C> SharedConnection<C> {
     }
 }
 
+impl<C> SharedConnection<C>
+where
+    C: sqlx::Connection,
+    for<'c> &'c mut C: sqlx::Executor<'c, Database = C::Database>,
+    <C::Database as sqlx::Database>::Arguments: sqlx::IntoArguments<C::Database>,
+{
+    /// Runs one statement that takes no values and whose rows are not read (`SELECT 1`, a
+    /// checkpoint), once no other store is using the connection.
+    pub(crate) async fn execute(&self, statement: &'static str) -> Result<(), sqlx::Error> {
+        let mut conn = self.lock().await;
+        sqlx::query::<C::Database>(statement)
+            .execute(&mut *conn)
+            .await
+            .map(drop)
+    }
+}
+
 /// The reading connection a store and the stores sharing its connection read beside it,
 /// opened on first use.
 pub(crate) type SharedReader<C> = Arc<OnceCell<SharedConnection<C>>>;

@@ -23,7 +23,7 @@ use sqlx::{
 
 use crate::{
     Access,
-    schema::{SQLITE_MIGRATIONS, Schema},
+    schema::{self, SQLITE_MIGRATIONS, Schema},
     shared_connection::{SharedConnection, SharedReader},
     sql_store::Backend,
     sqlite_commit::CommitScript,
@@ -145,14 +145,8 @@ impl SqliteStore {
         };
         let mut conn = options.connect().await.map_err(|e| open_error(&shown, e))?;
         // Only a read-write open gets here: its file is reel's own, or new.
-        // `run` is `run_direct(None, conn, false)` behind `Acquire`, whose future is `Send` only
-        // for some lifetimes: a server's connections open on tasks that must be `Send`.
-        SQLITE_MIGRATIONS
-            .run_direct(None, &mut conn, false)
-            .await
-            .map_err(|e| {
-                StoreError::database(format!("cannot bring {shown} up to reel's schema"), e)
-            })?;
+        schema::bring_up_to_date(&SQLITE_MIGRATIONS, &mut conn, &shown).await?;
+
         let identity = Identity::of(path).map_err(|e| {
             StoreError::database(format!("cannot look at {shown} after opening it"), e)
         })?;
@@ -176,11 +170,7 @@ impl SqliteStore {
 
     /// Checkpoints the WAL into the main file (on shutdown, so the file stands alone).
     pub async fn checkpoint(&mut self) -> Result<(), StoreError> {
-        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-            .execute(&mut *self.conn.lock().await)
-            .await
-            .map_err(|e| self.error(e))?;
-        Ok(())
+        (self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").await).map_err(|e| self.error(e))
     }
 
     pub(crate) fn error(&self, error: sqlx::Error) -> StoreError {

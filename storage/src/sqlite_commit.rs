@@ -21,7 +21,7 @@ use sqlx::{
 
 use crate::{
     lease,
-    rows::{entity_json, event_json, now_ms, to_i64},
+    rows::{ENTITY_COLUMNS, ENTITY_UPSERT, EntityRow, event_json, now_ms, to_i64},
     sql_store::{
         CREATE_SESSION, INSERT_SNAPSHOT, LAST_ORDINAL, PRUNE_SNAPSHOTS, UPDATE_SESSION,
         check_continues,
@@ -205,18 +205,17 @@ fn upsert_entities(
 ) -> Result<(), StoreError> {
     let values = rows_of(chunk.len(), 7);
     script.push(&format!(
-        "INSERT INTO entities (session_id, entity_id, kind, created_ordinal, last_event_ordinal, tombstone, payload_json) VALUES {values} \
-         ON CONFLICT (session_id, entity_id) DO UPDATE SET kind = excluded.kind, created_ordinal = excluded.created_ordinal, \
-         last_event_ordinal = excluded.last_event_ordinal, tombstone = excluded.tombstone, payload_json = excluded.payload_json"
+        "INSERT INTO {ENTITY_COLUMNS} VALUES {values} {ENTITY_UPSERT}"
     ));
     for entity in chunk {
+        let row = EntityRow::of(entity)?;
         script.bind(session_id);
-        script.bind(entity.id.as_str());
-        script.bind(entity.kind.as_str());
-        script.bind(to_i64(entity.created_ordinal));
-        script.bind(to_i64(entity.last_event_ordinal));
-        script.bind(entity.tombstone);
-        script.bind(entity_json(entity)?);
+        script.bind(row.id);
+        script.bind(row.kind);
+        script.bind(row.created_ordinal);
+        script.bind(row.last_event_ordinal);
+        script.bind(row.tombstone);
+        script.bind(row.payload_json);
     }
     Ok(())
 }
