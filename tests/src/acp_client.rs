@@ -1,43 +1,16 @@
 //! The ACP client of the tests: `tests/node/acp_client.mjs`, on the official TypeScript SDK
 //! (`@agentclientprotocol/sdk`, locked in `tests/node/package-lock.json`), driving a real
-//! `reel acp` over stdio. Its packages are installed once with `npm ci` (the set-up's one use
-//! of the npm registry; `.ci/run` installs them first).
+//! `reel acp` over stdio. Its packages are installed once with `npm ci` (see
+//! [`crate::TestPackage`]).
 
-use std::{
-    fs::File,
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::{path::Path, process::Command};
 
 use serde_json::Value;
 
-/// The folder of the Node clients.
-fn node_folder() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/node")
-}
-
-/// Installs the clients' packages unless they are there (under a lock: tests run at once).
-fn install() -> PathBuf {
-    let folder = node_folder();
-    let lock_path = crate::virtualenv::target_dir().join("node-clients.lock");
-    let lock = File::create(&lock_path).expect("create the npm lock file");
-    lock.lock().expect("lock the npm install");
-    let installed = folder.join("node_modules/@agentclientprotocol/sdk/package.json");
-    if !installed.exists() {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--silent"])
-            .current_dir(&folder)
-            .status()
-            .expect("npm runs (Node.js 20 and npm are needed for the ACP tests)");
-        assert!(status.success(), "npm ci in {} failed", folder.display());
-    }
-    folder
-}
-
 /// Runs the SDK client with `scenario` (see acp_client.mjs: `steps`, `permission`) against
 /// `reel acp` with `args`; returns its report: `results`, `updates`, `permissions`, `exit`.
-pub fn acp_session(scenario: &Value, args: &[&str]) -> Value {
-    let folder = install();
+pub fn acp_session(scenario: &Value, args: &[&str]) -> Option<Value> {
+    let folder = crate::TestPackage::AcpNode.ready()?;
     let output = Command::new("node")
         .arg(folder.join("acp_client.mjs"))
         .arg(scenario.to_string())
@@ -53,9 +26,10 @@ pub fn acp_session(scenario: &Value, args: &[&str]) -> Value {
         "the ACP client failed ({}):\n{stdout}\n{stderr}",
         output.status
     );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+    let report = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
         panic!("the ACP client's report is not JSON ({e}):\n{stdout}\n{stderr}")
-    })
+    });
+    Some(report)
 }
 
 /// The step results of a report, after `initialize`.
@@ -90,15 +64,10 @@ pub fn chunk_text(report: &Value, kind: &str) -> String {
         .collect()
 }
 
-/// The Python SDK's version the second client runs on.
-const PYTHON_SDK: &str = "agent-client-protocol==0.12.1";
-
 /// Runs `tests/python/acp_client.py` (the official Python SDK; its virtualenv is built once in
 /// the target folder) against `reel acp` with `args`, its sessions in `cwd`; returns its report.
-pub fn python_acp_session(cwd: &Path, args: &[&str]) -> Value {
-    let venv = crate::virtualenv::target_dir().join("venv-acp");
-    let python = crate::virtualenv::build(&venv, &[&[PYTHON_SDK]])
-        .unwrap_or_else(|e| panic!("cannot build the ACP client's virtualenv: {e}"));
+pub fn python_acp_session(cwd: &Path, args: &[&str]) -> Option<Value> {
+    let python = crate::TestPackage::AcpPython.ready()?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/acp_client.py");
     let output = Command::new(python)
         .arg(script)
@@ -115,6 +84,7 @@ pub fn python_acp_session(cwd: &Path, args: &[&str]) -> Value {
         "the Python ACP client failed ({}):\n{stdout}\n{stderr}",
         output.status
     );
-    serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("the Python client's report is not JSON ({e}):\n{stdout}"))
+    let report = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the Python client's report is not JSON ({e}):\n{stdout}"));
+    Some(report)
 }

@@ -91,10 +91,9 @@ pub async fn make_stream(name: &str, subjects: &[&str]) {
 /// The messages of `subject` in `stream` as the official Python client (PyPI `nats-py`, its
 /// virtualenv built once in the target folder) reads them, one JSON object each: `msg_id`,
 /// `ordinal_header`, and the payload's `ordinal` and `name`.
-pub fn read_with_python(stream: &str, subject: &str) -> Vec<serde_json::Value> {
-    let venv = crate::virtualenv::target_dir().join("venv-nats");
-    let python = crate::virtualenv::build(&venv, &[&["nats-py==2.16.0"]])
-        .unwrap_or_else(|e| panic!("cannot build the NATS client's virtualenv: {e}"));
+/// `None` when its package cannot be had (said).
+pub fn read_with_python(stream: &str, subject: &str) -> Option<Vec<serde_json::Value>> {
+    let python = crate::TestPackage::NatsPython.ready()?;
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/python/jetstream_reader.py");
     let output = std::process::Command::new(python)
@@ -107,11 +106,12 @@ pub fn read_with_python(stream: &str, subject: &str) -> Vec<serde_json::Value> {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    String::from_utf8(output.stdout)
+    let messages = String::from_utf8(output.stdout)
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect()
+        .collect();
+    Some(messages)
 }
 
 /// Removes `stream` (the tests clean up the streams they make).

@@ -25,6 +25,8 @@ pub mod served;
 mod spawned;
 pub mod sse_server;
 pub mod stored;
+mod test_packages;
+pub use test_packages::TestPackage;
 mod timeline_db;
 pub mod tls_proxy;
 pub mod virtualenv;

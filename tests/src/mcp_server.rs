@@ -3,16 +3,15 @@
 
 use std::path::Path;
 
-/// The SDK's version the server runs on.
-const PYTHON_SDK: &str = "mcp==2.3.0";
-
-/// The command that starts the test MCP server over stdio: `[python, script]`.
-pub fn mcp_server_command() -> Vec<String> {
-    let venv = crate::virtualenv::target_dir().join("venv-mcp");
-    let python = crate::virtualenv::build(&venv, &[&[PYTHON_SDK]])
-        .unwrap_or_else(|e| panic!("cannot build the MCP server's virtualenv: {e}"));
+/// The command that starts the test MCP server over stdio: `[python, script]`; `None` after
+/// saying why not (never under CI).
+pub fn mcp_server_command() -> Option<Vec<String>> {
+    let python = crate::TestPackage::McpServer.ready()?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/mcp_server.py");
-    vec![python.display().to_string(), script.display().to_string()]
+    Some(vec![
+        python.display().to_string(),
+        script.display().to_string(),
+    ])
 }
 
 /// The test MCP server on streamable HTTP (127.0.0.1, path `/mcp`); stopped when dropped.
@@ -22,9 +21,9 @@ pub struct HttpMcpServer {
 }
 
 impl HttpMcpServer {
-    /// Starts it and waits until it listens.
-    pub fn start() -> Self {
-        let command = mcp_server_command();
+    /// Starts it and waits until it listens; `None` when its package cannot be had (said).
+    pub fn start() -> Option<Self> {
+        let command = mcp_server_command()?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -45,10 +44,10 @@ impl HttpMcpServer {
             );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        Self {
+        Some(Self {
             child,
             url: format!("http://127.0.0.1:{port}/mcp"),
-        }
+        })
     }
 }
 

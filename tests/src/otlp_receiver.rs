@@ -12,9 +12,6 @@ use std::{
 
 use serde_json::Value;
 
-/// The definitions' version the receiver decodes with.
-const OTLP_PROTO: &str = "opentelemetry-proto==1.45.0";
-
 /// A running receiver; stopped when dropped.
 pub struct OtlpReceiver {
     child: Child,
@@ -23,11 +20,9 @@ pub struct OtlpReceiver {
 }
 
 impl OtlpReceiver {
-    /// Starts it and waits until it listens.
-    pub fn start() -> Self {
-        let venv = crate::virtualenv::target_dir().join("venv-otlp");
-        let python = crate::virtualenv::build(&venv, &[&[OTLP_PROTO]])
-            .unwrap_or_else(|e| panic!("cannot build the OTLP receiver's virtualenv: {e}"));
+    /// Starts it and waits until it listens; `None` when its package cannot be had (said).
+    pub fn start() -> Option<Self> {
+        let python = crate::TestPackage::OtlpReceiver.ready()?;
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/otlp_receiver.py");
         let mut child = Command::new(python)
             .arg(script)
@@ -48,7 +43,7 @@ impl OtlpReceiver {
                 received.lock().unwrap().push(span);
             }
         });
-        Self { child, port, spans }
+        Some(Self { child, port, spans })
     }
 
     /// The base URL to give `--otlp-endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT`.

@@ -6,7 +6,7 @@ use std::{ffi::OsString, path::PathBuf, process::Command};
 
 use serde_json::Value;
 
-use crate::{chromium, repo_root, skip, virtualenv};
+use crate::{chromium, repo_root};
 
 /// Chromium and Playwright's Python, ready; `None` after saying why not (never under CI).
 pub struct PageDriver {
@@ -17,15 +17,8 @@ pub struct PageDriver {
 impl PageDriver {
     pub fn ready() -> Option<Self> {
         let browser = chromium()?;
-        let venv = virtualenv::target_dir().join("playwright-venv");
-        let requirements = repo_root().join("tools/playwright/requirements.txt");
-        match virtualenv::build(&venv, &[&["-r", requirements.to_str().unwrap()]]) {
-            Ok(python) => Some(Self { python, browser }),
-            Err(error) => {
-                skip(&format!("Playwright cannot be installed here: {error}"));
-                None
-            }
-        }
+        let python = crate::TestPackage::Playwright.ready()?;
+        Some(Self { python, browser })
     }
 
     /// Runs `tests/browser/SCRIPT` with `server_port`, the browser, then `more` arguments;

@@ -5,9 +5,8 @@
 use std::{collections::BTreeSet, process::Command};
 
 use reel_tests::{
-    repo_root,
+    TestPackage,
     served::{Served, echo_command},
-    skip, virtualenv,
 };
 use serde_json::Value;
 
@@ -76,13 +75,10 @@ async fn the_document_describes_every_route_and_its_guard() {
 
 #[tokio::test]
 async fn schemathesis_finds_no_server_error_and_no_answer_off_the_document() {
-    let venv = virtualenv::target_dir().join("schemathesis-venv");
-    let requirements = repo_root().join("tools/schemathesis/requirements.txt");
-    let built = virtualenv::build(&venv, &[&["-r", requirements.to_str().unwrap()]]);
-    let st = match built {
-        Ok(python) => python.with_file_name("st"),
-        Err(error) => return skip(&format!("schemathesis cannot be installed here: {error}")),
+    let Some(python) = TestPackage::Schemathesis.ready() else {
+        return;
     };
+    let st = python.with_file_name("st");
     let dir = tempfile::tempdir().unwrap();
     let served = start(dir.path());
     let schema = served.url("/openapi.json");
