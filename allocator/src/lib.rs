@@ -12,6 +12,12 @@
 //! glibc's malloc kept such buffers for good. Together they took a real session from 42-50
 //! bytes per delta after such a reply to 11-13 (see docs/benchmarks.md).
 //!
+//! mimalloc also commits each arena it reserves at once on Linux (`arena_eager_commit`), which
+//! left `reel --version` with 14 MB resident where 9 are used. The first arena is reserved by
+//! the first allocation, before `main`, so this crate turns that off in a constructor that the
+//! loader runs before any Rust code allocates ([`commits_arenas_on_demand`] says whether it
+//! ran).
+//!
 //! This crate is the one place reel calls C: the rest of the workspace forbids `unsafe`.
 //!
 //! ```no_run
@@ -35,6 +41,34 @@ use libmimalloc_sys::{mi_option_get, mi_option_set, mi_option_t};
 /// mimalloc's documented purge delay.
 const PURGE_DELAY: mi_option_t = 15;
 
+/// `mi_option_arena_eager_commit`, by its place in mimalloc 3's `mi_option_t`; 2 by default
+/// (commit at once where the OS overcommits, as Linux does), 0 once the constructor ran.
+const ARENA_EAGER_COMMIT: mi_option_t = 4;
+
+/// Run by the loader with the other constructors, before `main` and before the Rust runtime's
+/// first allocation: from then on mimalloc commits an arena's memory as it hands it out.
+#[used]
+#[allow(unsafe_code)]
+// SAFETY: `.init_array` holds `extern "C" fn()` pointers the loader calls once, in order, on
+// the main thread before `main`; this one only sets an integer option. Priority 101 (the
+// first a program may use) runs it before the constructors without one, mimalloc's own
+// `mi_process_attach` among them, whose set-up takes the first arena.
+#[unsafe(link_section = ".init_array.00101")]
+static COMMIT_ARENAS_ON_DEMAND: extern "C" fn() = commit_arenas_on_demand_at_load;
+
+#[allow(unsafe_code)]
+extern "C" fn commit_arenas_on_demand_at_load() {
+    // SAFETY: as in `return_freed_memory_at_once`: one entry of mimalloc's option table.
+    unsafe { mi_option_set(ARENA_EAGER_COMMIT, 0) }
+}
+
+/// Whether mimalloc commits arenas on demand (the constructor ran), as reel wants it.
+#[allow(unsafe_code)]
+pub fn commits_arenas_on_demand() -> bool {
+    // SAFETY: mi_option_get takes an integer and reads one entry of mimalloc's option table.
+    unsafe { mi_option_get(ARENA_EAGER_COMMIT) == 0 }
+}
+
 /// Makes mimalloc give freed memory back to the system at the free that empties a span,
 /// instead of after a delay checked only at a later free. Call it first thing in `main`.
 #[allow(unsafe_code)]
@@ -55,6 +89,11 @@ pub fn purge_delay_ms() -> c_long {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arenas_are_committed_on_demand_from_the_start() {
+        assert!(commits_arenas_on_demand());
+    }
 
     #[test]
     fn the_purge_delay_goes_from_mimallocs_default_to_zero() {

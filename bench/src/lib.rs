@@ -5,6 +5,7 @@
 //!   memory per request, and the time from a cancel line to the cancelled submit's done.
 //! * turns: one long stdin-RPC session with a timeline database, CPU and memory per tenth.
 //! * reply memory: what one long reply leaves in a stdin-RPC process with a timeline database.
+//! * memory at start: `reel --version` and a one-prompt run, each its own process;
 //! * providers, the durable path, and exports and listing (see each module).
 //! * `--serve`: only `reel serve` with many sessions and subscribers (see [`serve`]).
 
@@ -14,6 +15,7 @@ mod jetstream;
 mod provider;
 mod reply_memory;
 mod serve;
+mod start;
 mod stdin_rpc;
 mod stream;
 mod turns;
@@ -91,7 +93,10 @@ pub async fn run(args: BenchArgs) -> u8 {
             }
         };
     }
-    // First, so that their peak memory is their own.
+    // First: the children's peak memory it reads is theirs only before others run.
+    let started = blocking_part("memory at start", start::run).await;
+    println!();
+    // Next, so that their peak memory is their own.
     let mut fetched = 0;
     for api in [provider::Api::OpenAi, provider::Api::Anthropic] {
         if let Err(error) = provider::run(args.provider_deltas.max(1), api).await {
@@ -160,6 +165,7 @@ pub async fn run(args: BenchArgs) -> u8 {
         }
     };
     streamed
+        .max(started)
         .max(served)
         .max(aged)
         .max(held)
