@@ -2,7 +2,7 @@
 //! every log line goes to stderr.
 
 // The command line and one module per subcommand: a subcommand uses the shared set-up below,
-// never another subcommand (tests/src/lib.rs checks it).
+// never another subcommand (tests/src/cli_modules.rs checks it).
 mod cli;
 mod commands;
 
@@ -35,8 +35,8 @@ static ALLOCATOR: reel_allocator::Allocator = reel_allocator::Allocator;
 
 fn main() -> ExitCode {
     reel_allocator::return_freed_memory_at_once();
-    // reel runs itself as the guard of each command tool (see reel_command_tools::run_tool_guard): that
-    // process does nothing else, so it is dispatched before anything is set up.
+    // reel runs itself as the guard of each command tool (see reel_command_tools::run_tool_guard):
+    // that process does nothing else, so it is dispatched before anything is set up.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == toolbox::GUARD_COMMAND) {
         let code = reel_command_tools::run_tool_guard(&args[2..]);

@@ -1,6 +1,6 @@
 //! One module per subcommand of `reel`. A subcommand builds on the shared set-up (the modules
 //! beside this folder: flags of a run, stored sessions, hosting, outputs, persistence), never on
-//! another subcommand; `tests/src/lib.rs` checks that no import goes from one to another.
+//! another subcommand; `tests/src/cli_modules.rs` checks that no import goes from one to another.
 
 pub mod acp;
 pub mod export;
