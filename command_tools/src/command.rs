@@ -11,7 +11,7 @@
 use std::{ffi::OsString, path::PathBuf, process::Stdio, sync::Arc, time::Duration};
 
 use futures::future::BoxFuture;
-use reel_engine::{ToolOutput, ToolService};
+use reel_engine::{ToolCallContext, ToolOutput, ToolService};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 /// A tool run as a local command.
@@ -33,8 +33,8 @@ pub struct CommandTool {
 }
 
 impl CommandTool {
-    /// Runs the command with `arguments` on stdin.
-    pub async fn run(&self, arguments: &str) -> ToolOutput {
+    /// Runs the command with `arguments` on stdin, as the call `context` (see [`CALL_VARIABLES`]).
+    pub async fn run(&self, arguments: &str, context: &ToolCallContext) -> ToolOutput {
         let Some(program) = self.argv.first() else {
             return ToolOutput::error("the tool has an empty command");
         };
@@ -59,6 +59,9 @@ impl CommandTool {
             if let Some(value) = std::env::var_os(name) {
                 command.env(name, value);
             }
+        }
+        for (name, value) in call_variables(context) {
+            command.env(name, value);
         }
         if let Some(dir) = &self.working_dir {
             command.current_dir(dir);
@@ -135,9 +138,36 @@ impl CommandTool {
     }
 }
 
+/// The variables that tell a command tool which call it runs, set for every call: a tool with a
+/// side effect keys it on `REEL_IDEMPOTENCY_KEY`, the same when the call is run again.
+pub const CALL_VARIABLES: [&str; 4] = [
+    "REEL_SESSION_ID",
+    "REEL_RUN_ID",
+    "REEL_TOOL_CALL_ID",
+    "REEL_IDEMPOTENCY_KEY",
+];
+
+fn call_variables(context: &ToolCallContext) -> [(&'static str, &str); 4] {
+    let values = [
+        context.session_id.as_str(),
+        &context.run_id,
+        &context.tool_call_id,
+        &context.idempotency_key,
+    ];
+    let mut pairs = [("", ""); 4];
+    for ((pair, name), value) in pairs.iter_mut().zip(CALL_VARIABLES).zip(values) {
+        *pair = (name, value);
+    }
+    pairs
+}
+
 impl ToolService for CommandTool {
-    fn call<'a>(&'a self, arguments: &'a str) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(self.run(arguments))
+    fn call<'a>(
+        &'a self,
+        arguments: &'a str,
+        context: &'a ToolCallContext,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(self.run(arguments, context))
     }
 
     /// A tool that names its own working directory keeps it; the others run in `dir`.
@@ -207,7 +237,7 @@ mod tests {
     #[tokio::test]
     async fn the_arguments_arrive_on_stdin_and_stdout_is_the_result() {
         let output = sh("read -r line; printf 'got %s' \"$line\"", 5_000, 1024)
-            .run(r#"{"city":"Paris"}"#)
+            .run(r#"{"city":"Paris"}"#, &context())
             .await;
         assert_eq!(output, ToolOutput::ok(r#"got {"city":"Paris"}"#));
     }
@@ -215,7 +245,7 @@ mod tests {
     #[tokio::test]
     async fn a_failing_tool_is_an_error_result_with_what_it_printed() {
         let output = sh("echo partial; echo broken >&2; exit 3", 5_000, 1024)
-            .run("{}")
+            .run("{}", &context())
             .await;
         assert!(output.is_error);
         assert!(
@@ -231,7 +261,7 @@ mod tests {
         let dir = tempfile_dir();
         let marker = dir.join("survived");
         let script = format!("(sleep 1; touch {}) & sleep 30", marker.display());
-        let output = sh(&script, 200, 1024).run("{}").await;
+        let output = sh(&script, 200, 1024).run("{}", &context()).await;
         assert!(
             output.is_error && output.result.contains("200 ms"),
             "{output:?}"
@@ -242,7 +272,7 @@ mod tests {
 
     #[tokio::test]
     async fn output_past_the_cap_is_cut_and_the_tool_stopped() {
-        let output = sh("yes reel", 10_000, 100).run("{}").await;
+        let output = sh("yes reel", 10_000, 100).run("{}", &context()).await;
         assert!(!output.is_error);
         assert!(output.result.starts_with("reel\nreel\n"));
         assert!(output.result.contains("more than 100 bytes"));
@@ -254,7 +284,8 @@ mod tests {
         let marker = dir.join("survived");
         let script = format!("(sleep 1; touch {}) & wait", marker.display());
         let tool = sh(&script, 10_000, 100);
-        let call = tool.run("{}");
+        let context = context();
+        let call = tool.run("{}", &context);
         let _ = tokio::time::timeout(Duration::from_millis(100), call).await;
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         assert!(
@@ -267,12 +298,12 @@ mod tests {
     async fn only_allowed_variables_pass_and_a_missing_program_is_an_error() {
         let mut tool = sh("printf '%s' \"${HOME:-unset}\"", 5_000, 100);
         tool.env = vec!["PATH".into()];
-        assert_eq!(tool.run("{}").await, ToolOutput::ok("unset"));
+        assert_eq!(tool.run("{}", &context()).await, ToolOutput::ok("unset"));
         let missing = CommandTool {
             argv: vec!["/nonexistent/tool".into()],
             ..tool
         };
-        let output = missing.run("{}").await;
+        let output = missing.run("{}", &context()).await;
         assert!(output.is_error && output.result.contains("cannot start"));
     }
 
@@ -281,7 +312,7 @@ mod tests {
         let project = tempfile::tempdir().unwrap();
         let tool = sh("pwd", 5_000, 1024);
         let moved = tool.in_dir(project.path()).expect("moved into the project");
-        let pwd = moved.call("{}").await;
+        let pwd = moved.call("{}", &context()).await;
         assert_eq!(
             std::path::Path::new(pwd.result.trim())
                 .canonicalize()
@@ -293,6 +324,24 @@ mod tests {
             ..tool
         };
         assert!(pinned.in_dir(project.path()).is_none());
+    }
+
+    fn context() -> ToolCallContext {
+        ToolCallContext::new("s1", "r1", "call_1", 9)
+    }
+
+    #[tokio::test]
+    async fn the_tool_is_told_which_call_it_runs_and_its_idempotency_key() {
+        let mut tool = sh(
+            "printf '%s|%s|%s|%s' \"$REEL_SESSION_ID\" \"$REEL_RUN_ID\" \"$REEL_TOOL_CALL_ID\" \"$REEL_IDEMPOTENCY_KEY\"",
+            5_000,
+            1024,
+        );
+        tool.env = vec!["PATH".into()];
+        assert_eq!(
+            tool.run("{}", &context()).await,
+            ToolOutput::ok("s1|r1|call_1|s1:9")
+        );
     }
 
     fn tempfile_dir() -> PathBuf {

@@ -68,8 +68,8 @@ pub use store::{
 pub use stored_stream::{StoredStream, send_stored};
 pub use timeline::{OpenRun, QueuedPrompt, TimelineProjection};
 pub use tools::{
-    Approval, ApprovalRequest, Approver, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool, ToolChoice,
-    ToolDefinition, ToolExecutor, ToolOutput, ToolService, Toolbox, ToolboxError,
+    Approval, ApprovalRequest, Approver, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool, ToolCallContext,
+    ToolChoice, ToolDefinition, ToolExecutor, ToolOutput, ToolService, Toolbox, ToolboxError,
 };
 pub use usage::{Pricing, UsageProjection, add_usage, cached_tokens, input_tokens};
 pub use vocabulary::{

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use reel_engine::{ToolOutput, ToolService};
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
+use reel_engine::{ToolCallContext, ToolOutput, ToolService};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, RequestMetaObject};
 
 use crate::servers::Connection;
 
@@ -26,7 +26,7 @@ impl McpTool {
         }
     }
 
-    async fn run(&self, arguments: &str) -> ToolOutput {
+    async fn run(&self, arguments: &str, context: &ToolCallContext) -> ToolOutput {
         let arguments = match serde_json::from_str::<serde_json::Value>(arguments) {
             Ok(serde_json::Value::Object(object)) => Some(object),
             Ok(serde_json::Value::Null) => None,
@@ -39,6 +39,7 @@ impl McpTool {
         };
         let mut params = CallToolRequestParams::new(self.name.clone());
         params.arguments = arguments;
+        params.meta = Some(call_meta(context));
         // Dropping this future (the run was stopped) cancels the request on the server.
         match self.connection.call_tool(params).await {
             Ok(result) => output_of(result),
@@ -57,9 +58,28 @@ impl std::fmt::Debug for McpTool {
 }
 
 impl ToolService for McpTool {
-    fn call<'a>(&'a self, arguments: &'a str) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(self.run(arguments))
+    fn call<'a>(
+        &'a self,
+        arguments: &'a str,
+        context: &'a ToolCallContext,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(self.run(arguments, context))
     }
+}
+
+/// The request's `_meta`: which call it is, and the key a server keys a side effect on (the
+/// same when the call is run again).
+fn call_meta(context: &ToolCallContext) -> RequestMetaObject {
+    let mut meta = serde_json::Map::new();
+    for (key, value) in [
+        ("reel/idempotencyKey", &context.idempotency_key),
+        ("reel/sessionId", &context.session_id),
+        ("reel/runId", &context.run_id),
+        ("reel/toolCallId", &context.tool_call_id),
+    ] {
+        meta.insert(key.to_owned(), serde_json::Value::String(value.clone()));
+    }
+    RequestMetaObject::from(meta)
 }
 
 /// What the model reads of a result: its text blocks, one per line, and its structured

@@ -5,17 +5,19 @@ client, over stdio:
 - add(a, b): the sum, as structured content too;
 - slow(seconds, marker): waits; when the call is cancelled (MCP's notifications/cancelled), it
   writes "cancelled" to the file `marker` before it ends;
-- crash(): the server process dies mid-call.
+- crash(): the server process dies mid-call;
+- whoami(): the reel keys of the call's `_meta` (its idempotency key among them), as JSON.
 
 Usage: python mcp_server.py             (stdio)
        python mcp_server.py http PORT   (streamable HTTP on 127.0.0.1:PORT, path /mcp)
 """
 
 import asyncio
+import json
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("reel-test")
 
@@ -48,6 +50,14 @@ async def slow(seconds: float, marker: str) -> str:
 def crash() -> str:
     """Dies mid-call."""
     os._exit(3)
+
+
+@server.tool()
+def whoami(ctx: Context) -> str:
+    """Says which reel call this is, from the request's _meta."""
+    params = ctx.request_context.params or {}
+    meta = dict(params.get("_meta") or {})
+    return json.dumps({k: v for k, v in meta.items() if k.startswith("reel/")}, sort_keys=True)
 
 
 if __name__ == "__main__":

@@ -61,6 +61,50 @@ fn results(events: &[Any]) -> Vec<(String, bool)> {
         .collect()
 }
 
+/// An MCP call says which call it is in its `_meta`, its idempotency key among it: the session
+/// and the ordinal of the call's request, as a command tool's `REEL_IDEMPOTENCY_KEY` is.
+#[test]
+fn an_mcp_call_carries_its_idempotency_key_in_its_meta() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(command) = command_file(
+        dir.path(),
+        "  - - tool_call: {id: c1, name: test__whoami, arguments: {}}\n  - - text: done\n",
+        None,
+    ) else {
+        return;
+    };
+    let run = run_stored(dir.path(), &command, "w1");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let events = TimelineDb::open(&dir.path().join("t.db")).events("w1");
+    let (ordinal, run_id) = events
+        .iter()
+        .find_map(|e| match &e.event {
+            Any::ChatToolCallRequested(r) => {
+                Some((e.ordinal, r.correlation.clone().unwrap().run_id))
+            }
+            _ => None,
+        })
+        .expect("the call was requested");
+    let result = results(&events.into_iter().map(|e| e.event).collect::<Vec<_>>());
+    assert_eq!(result.len(), 1, "{result:?}");
+    // The tool's text, then its structured content.
+    let text = result[0].0.lines().next().unwrap_or_default();
+    let meta: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(
+        meta,
+        json!({
+            "reel/idempotencyKey": format!("w1:{ordinal}"),
+            "reel/runId": run_id,
+            "reel/sessionId": "w1",
+            "reel/toolCallId": "c1",
+        })
+    );
+}
+
 #[test]
 fn an_mcp_servers_tools_are_called_and_listed_on_the_log() {
     let dir = tempfile::tempdir().unwrap();
@@ -92,7 +136,13 @@ fn an_mcp_servers_tools_are_called_and_listed_on_the_log() {
     );
     assert!(server.error.is_empty(), "{}", server.error);
     let names: Vec<&str> = server.tools.iter().map(|t| t.name.as_str()).collect();
-    for tool in ["test__echo", "test__add", "test__slow", "test__crash"] {
+    for tool in [
+        "test__echo",
+        "test__add",
+        "test__slow",
+        "test__crash",
+        "test__whoami",
+    ] {
         assert!(names.contains(&tool), "{names:?}");
     }
     let echo = server

@@ -65,7 +65,12 @@ fn a_tool_sees_only_the_variables_it_is_allowed() {
                 "LANG",
                 "TERM",
                 "TMPDIR",
-                "REEL_TOOL_ALLOWED"
+                "REEL_TOOL_ALLOWED",
+                // Which call it runs (see the test below): reel's own, no secret.
+                "REEL_SESSION_ID",
+                "REEL_RUN_ID",
+                "REEL_TOOL_CALL_ID",
+                "REEL_IDEMPOTENCY_KEY",
             ]
             .contains(name),
             "{name} reached the tool: {env}"
@@ -76,6 +81,65 @@ fn a_tool_sees_only_the_variables_it_is_allowed() {
         "{env}"
     );
     assert!(!env.contains("secret"), "{env}");
+}
+
+/// A tool is told which call it runs: the session, the run, the model's id of the call, and an
+/// idempotency key that is the session and the ordinal of the call's request (the same when
+/// the call is run again, different for every call).
+#[test]
+fn a_tool_is_told_its_call_and_idempotency_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = command(
+        dir.path(),
+        "    executor:\n      command: [sh, -c, 'printf \"%s %s %s %s\" \"$REEL_SESSION_ID\" \"$REEL_RUN_ID\" \"$REEL_TOOL_CALL_ID\" \"$REEL_IDEMPOTENCY_KEY\"']\n",
+    );
+    let db = dir.path().join("t.db");
+    let run = |resume: bool| {
+        let mut args = vec!["run-command", &cmd, "--rpc", "--include-backend-events"];
+        args.extend([
+            "--session-id",
+            "keys",
+            "--timeline-db",
+            db.to_str().unwrap(),
+        ]);
+        if resume {
+            args.push("--resume");
+        }
+        let output = reel(&args).output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let frames = parse_frames(&output.stdout);
+        let backend = |name: &str| {
+            frames
+                .iter()
+                .find(|f| f.json["backendEvent"]["name"] == name)
+                .map(|f| f.json["backendEvent"].clone())
+                .unwrap_or_else(|| panic!("no {name}"))
+        };
+        let requested = backend("ChatToolCallRequested");
+        let run_id = backend("ChatRunStarted")["payload"]["correlation"]["runId"].clone();
+        let said = tool_result(&output.stdout)["result"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let ordinal = requested["ordinal"].as_str().unwrap().to_owned();
+        (said, run_id.as_str().unwrap().to_owned(), ordinal)
+    };
+    let (first, first_run, first_ordinal) = run(false);
+    assert_eq!(
+        first,
+        format!("keys {first_run} call_1 keys:{first_ordinal}")
+    );
+    // The same script in a second run of the session: another call, another key.
+    let (second, second_run, second_ordinal) = run(true);
+    assert_ne!(first_ordinal, second_ordinal);
+    assert_eq!(
+        second,
+        format!("keys {second_run} call_1 keys:{second_ordinal}")
+    );
 }
 
 #[test]

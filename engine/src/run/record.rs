@@ -59,6 +59,8 @@ pub(super) struct RequestedTool {
     pub(super) arguments: String,
     /// The model call's correlation, with this tool call's id.
     pub(super) correlation: CorrelationInfo,
+    /// The ordinal of its `ChatToolCallRequested`: the call's place for good.
+    pub(super) requested_ordinal: u64,
 }
 
 impl CallState {
@@ -231,13 +233,14 @@ impl Session {
                     tool_call_id: id.clone(),
                     ..call.correlation.clone()
                 };
-                call.requested.push(RequestedTool {
+                let mut tool = RequestedTool {
                     tool_call_id: id.clone(),
                     message_id: message_id.clone(),
                     name: name.clone(),
                     arguments: arguments.clone(),
                     correlation: correlation.clone(),
-                });
+                    requested_ordinal: 0,
+                };
                 let requested = ChatToolCallRequested {
                     message_id,
                     tool_name: name,
@@ -247,7 +250,8 @@ impl Session {
                     tool_call_id: id,
                     ..Default::default()
                 };
-                self.append(rid, requested).await;
+                tool.requested_ordinal = self.append(rid, requested).await;
+                call.requested.push(tool);
             }
             ProviderEvent::Usage(mut usage) => {
                 if let Some(pricing) = &call.pricing {

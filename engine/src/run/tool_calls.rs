@@ -19,7 +19,7 @@ use super::{
 use crate::{
     id::new_id,
     session::Session,
-    tools::{Execution, ToolOutput},
+    tools::{Execution, ToolCallContext, ToolOutput},
     vocabulary::{ToolCallStatus, ToolResultStatus},
 };
 
@@ -35,7 +35,14 @@ impl Session {
         let running = FuturesUnordered::new();
         let mut requested = requested.into_iter();
         while let Some(call) = requested.next() {
-            let mut execution = tools.execute(&call.name, &call.arguments, run.tool_client);
+            let context = ToolCallContext::new(
+                self.id(),
+                &call.correlation.run_id,
+                &call.tool_call_id,
+                call.requested_ordinal,
+            );
+            let mut execution =
+                tools.execute(&call.name, &call.arguments, run.tool_client, context);
             if !matches!(execution, Execution::Ready(_)) && tools.asks_approval(&call.name) {
                 match self.approve(run, &call).await {
                     Approved::Yes => {}

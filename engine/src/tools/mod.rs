@@ -38,11 +38,40 @@ pub struct ToolDefinition {
     pub parameters: serde_json::Value,
 }
 
+/// Which call a tool is running, for a tool whose side effect must happen once: the same on
+/// every attempt of the call, in every process that runs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCallContext {
+    pub session_id: String,
+    pub run_id: String,
+    /// The call's id as the model named it (the frames' `toolCallId`).
+    pub tool_call_id: String,
+    /// `SESSION_ID:ORDINAL`, the ordinal of the call's `ChatToolCallRequested`: unique in the
+    /// session and the same when the call is run again.
+    pub idempotency_key: String,
+}
+
+impl ToolCallContext {
+    /// The context of the call requested at `requested_ordinal` of session `session_id`.
+    pub fn new(session_id: &str, run_id: &str, tool_call_id: &str, requested_ordinal: u64) -> Self {
+        Self {
+            session_id: session_id.to_owned(),
+            run_id: run_id.to_owned(),
+            tool_call_id: tool_call_id.to_owned(),
+            idempotency_key: format!("{session_id}:{requested_ordinal}"),
+        }
+    }
+}
+
 /// Who runs a tool outside the engine: a local command (the `reel-command-tools` crate), a
 /// tool of an MCP server (the `reel-mcp` crate).
 pub trait ToolService: Send + Sync + std::fmt::Debug {
-    /// Runs a call with `arguments` (JSON text). Dropping the future cancels the call.
-    fn call<'a>(&'a self, arguments: &'a str) -> BoxFuture<'a, ToolOutput>;
+    /// Runs the call `context` with `arguments` (JSON text). Dropping the future cancels it.
+    fn call<'a>(
+        &'a self,
+        arguments: &'a str,
+        context: &'a ToolCallContext,
+    ) -> BoxFuture<'a, ToolOutput>;
 
     /// The same tool running in `dir` (an editor's project), for a service that runs in a
     /// working directory and was given none; `None` keeps this one as it is.
@@ -221,8 +250,14 @@ impl Toolbox {
     }
 
     /// How the call of `name` with `arguments` (JSON text) is answered; `has_client` says
-    /// whether a stdin-RPC client is there to run client tools.
-    pub fn execute(&self, name: &str, arguments: &str, has_client: bool) -> Execution<'_> {
+    /// whether a stdin-RPC client is there to run client tools; `context` is which call it is.
+    pub fn execute(
+        &self,
+        name: &str,
+        arguments: &str,
+        has_client: bool,
+        context: ToolCallContext,
+    ) -> Execution<'_> {
         let Some(tool) = self.tools.iter().find(|t| t.definition.name == name) else {
             let known: Vec<&str> = self
                 .tools
@@ -246,7 +281,9 @@ impl Toolbox {
         match &tool.executor {
             ToolExecutor::Service(service) => {
                 let arguments = arguments.to_owned();
-                Execution::Running(Box::pin(async move { service.call(&arguments).await }))
+                Execution::Running(Box::pin(
+                    async move { service.call(&arguments, &context).await },
+                ))
             }
             ToolExecutor::Client { timeout } if has_client => Execution::Client(*timeout),
             ToolExecutor::Client { .. } => Execution::Ready(ToolOutput::error(format!(
@@ -291,6 +328,15 @@ mod tests {
         );
     }
 
+    fn context() -> ToolCallContext {
+        ToolCallContext::new("s", "r", "c1", 7)
+    }
+
+    #[test]
+    fn the_idempotency_key_is_the_session_and_the_calls_ordinal() {
+        assert_eq!(context().idempotency_key, "s:7");
+    }
+
     #[test]
     fn unknown_tools_bad_arguments_and_missing_clients_are_answered_with_errors() {
         let toolbox = Toolbox::new(vec![tool("ask")], 3).unwrap();
@@ -301,11 +347,15 @@ mod tests {
             }
             _ => panic!("expected a ready error"),
         };
-        assert!(error(toolbox.execute("nope", "{}", true)).contains("the tools are: ask"));
-        assert!(error(toolbox.execute("ask", "{not json", true)).contains("not valid JSON"));
-        assert!(error(toolbox.execute("ask", "{}", false)).contains("has none"));
+        assert!(
+            error(toolbox.execute("nope", "{}", true, context())).contains("the tools are: ask")
+        );
+        assert!(
+            error(toolbox.execute("ask", "{not json", true, context())).contains("not valid JSON")
+        );
+        assert!(error(toolbox.execute("ask", "{}", false, context())).contains("has none"));
         assert!(matches!(
-            toolbox.execute("ask", "{}", true),
+            toolbox.execute("ask", "{}", true, context()),
             Execution::Client(_)
         ));
     }
