@@ -43,8 +43,7 @@ pub struct Session {
     /// The durable store that holds the session's entities, read for whole snapshots once
     /// settled entities were let go (see [`Session::settle`]).
     archive: Option<Box<dyn SessionCatalog>>,
-    /// The `approval: ask` tools a person allowed for the rest of the session (while it is
-    /// open: a reloaded session asks again).
+    /// The `approval: ask` tools a person allowed for the rest of the session, from its log.
     pub(crate) allowed_always: crate::tools::AllowedAlways,
 }
 
@@ -111,7 +110,7 @@ impl Session {
             outputs,
             storage_failure_reported: false,
             archive: None,
-            allowed_always: Default::default(),
+            allowed_always: state.allowed_always,
         }
     }
 
@@ -224,6 +223,7 @@ impl Session {
         let ui_events = self.timeline.apply(&entry);
         self.context.apply(&entry);
         self.usage.apply(&entry);
+        self.allowed_always.apply(&entry);
         let ordinal = entry.ordinal;
         let settled = matches!(
             entry.event,

@@ -17,6 +17,9 @@ pub struct SessionState {
     pub context: ModelContextProjection,
     #[serde(default)]
     pub usage: crate::usage::UsageProjection,
+    /// The tools allowed for the rest of the session (absent from snapshots older than it).
+    #[serde(default)]
+    pub allowed_always: crate::tools::AllowedAlways,
 }
 
 impl SessionState {
@@ -25,6 +28,7 @@ impl SessionState {
         self.timeline.fold(entry);
         self.context.apply(entry);
         self.usage.apply(entry);
+        self.allowed_always.apply(entry);
     }
 
     /// The ordinal this state is as of.

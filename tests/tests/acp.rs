@@ -239,6 +239,26 @@ fn a_rejected_call_is_not_run_and_allow_always_is_remembered() {
         ]
     );
     assert_eq!(chunk_text(&always, "agent_message_chunk"), "First.Second.");
+
+    // "Allow always" is on the log: a new process that loads the session does not ask again.
+    let Some(reloaded) = run(
+        json!({"permission": "reject_once", "steps": [
+            {"do": "load", "sessionId": id, "cwd": cwd},
+            {"do": "prompt", "text": "once more?"},
+        ]}),
+        dir.path(),
+    ) else {
+        return;
+    };
+    assert_eq!(reloaded["permissions"], json!([]), "{reloaded}");
+    let last = events(dir.path(), &id)
+        .into_iter()
+        .rev()
+        .find_map(|e| match e {
+            Any::ChatToolApprovalDecided(d) => Some((d.decision, d.always, d.remembered)),
+            _ => None,
+        });
+    assert_eq!(last, Some(("allowed".into(), true, true)));
 }
 
 #[test]

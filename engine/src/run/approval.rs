@@ -62,9 +62,7 @@ impl Session {
             Some(ApprovalOption::RejectOnce) => (ApprovalDecision::Rejected, false),
             None => (ApprovalDecision::Cancelled, false),
         };
-        if always {
-            self.allowed_always.insert(&call.name);
-        }
+        // Appending the decision is what remembers an "allow always" (see AllowedAlways).
         self.append(&rid, decided(call, decision, always, false))
             .await;
         match decision {
