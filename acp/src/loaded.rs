@@ -158,7 +158,7 @@ impl Loaded {
             request: Some(request),
         };
         self.requests
-            .send(Incoming::Request(line))
+            .send(Incoming::Request(Box::new(line)))
             .await
             .map_err(|_| ())
     }

@@ -85,6 +85,8 @@ vocabulary! {
         SessionBusy = "session_busy",
         NoActiveRequest = "no_active_request",
         UnknownToolCall = "unknown_tool_call",
+        /// An `approve` request's decision is not `allow_once`, `allow_always` or `reject_once`.
+        InvalidDecision = "invalid_decision",
         StdinReadFailed = "stdin_read_failed",
         BudgetExceeded = "budget_exceeded",
         ContextOverflow = "context_overflow",
@@ -199,6 +201,8 @@ vocabulary! {
         Executing = "executing",
         /// A client tool waiting for the client's answer.
         AwaitingClient = "awaiting_client",
+        /// An `approval: ask` call waiting for a person's decision.
+        AwaitingApproval = "awaiting_approval",
         Completed = "completed",
         /// The tool ran and returned an error.
         Failed = "failed",

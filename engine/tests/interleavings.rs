@@ -159,7 +159,10 @@ fn check(ops: &[Op]) -> Result<Vec<String>, TestCaseError> {
                     match request(n, op) {
                         Some(line) => {
                             sent.push(line.request_id.clone());
-                            requests.send(Incoming::Request(line)).await.unwrap();
+                            requests
+                                .send(Incoming::Request(Box::new(line)))
+                                .await
+                                .unwrap();
                             tokio::task::yield_now().await;
                         }
                         None => {

@@ -99,7 +99,7 @@ impl Hosted {
         self.evicting.store(true, Ordering::Release);
         if let Some(requests) = self.requests.write().await.take() {
             let _ = requests
-                .send(Incoming::Request(shutdown_request(request_id)))
+                .send(Incoming::Request(Box::new(shutdown_request(request_id))))
                 .await;
         }
     }

@@ -45,7 +45,7 @@ pub struct Accepted {
     params(("id" = String, Path, description = "The session's id")),
     request_body(
         content = Object,
-        description = "One request object, exactly as one stdin-RPC line: `{\"requestId\"?, \"submit\": {\"prompt\"}}`, or `cancel`, `snapshot`, `followUp`, `steer`, `compact`, `toolResult`, `shutdown`",
+        description = "One request object, exactly as one stdin-RPC line: `{\"requestId\"?, \"submit\": {\"prompt\"}}`, or `cancel`, `snapshot`, `followUp`, `steer`, `compact`, `toolResult`, `approve`, `shutdown`",
         example = json!({"requestId": "r1", "submit": {"prompt": "Hello"}}),
     ),
     responses(
@@ -82,7 +82,7 @@ pub async fn request(
     if line.request.is_none() {
         return Err(ApiError::bad_request(
             ErrorCode::UnknownRequest,
-            "the request names no known kind (submit, followUp, steer, cancel, compact, snapshot, toolResult, shutdown)",
+            "the request names no known kind (submit, followUp, steer, cancel, compact, snapshot, toolResult, approve, shutdown)",
         ));
     }
     if !line.session_id.is_empty() && line.session_id != id {
@@ -100,7 +100,7 @@ pub async fn request(
     }
     let request_id = line.request_id.clone();
     summary(host.source().catalog().await?.as_mut(), &id).await?;
-    match host.send(&id, Incoming::Request(line)).await {
+    match host.send(&id, Incoming::Request(Box::new(line))).await {
         Ok(()) => Ok((StatusCode::ACCEPTED, Json(Accepted { request_id })).into_response()),
         // Another node of a scale-out writes it: that node answers (the request id made here
         // is not the one it makes, so the body goes as the client sent it).

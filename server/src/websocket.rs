@@ -68,7 +68,7 @@ pub async fn talk(socket: WebSocket, hosted: Arc<Hosted>, mut frames: FrameRecei
                     ParsedLine::Blank => continue,
                     ParsedLine::Request(request) => {
                         // The session is unloading: the socket closes, and the client comes back.
-                        if hosted.send(Incoming::Request(*request)).await.is_err() {
+                        if hosted.send(Incoming::Request(request)).await.is_err() {
                             break;
                         }
                         continue;

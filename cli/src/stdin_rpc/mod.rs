@@ -32,7 +32,7 @@ pub fn read_requests<R: AsyncRead + Unpin + Send + 'static>(
                 Ok(Some(Line::TooLarge { bytes, prefix })) => too_large(bytes, limit, &prefix),
                 Ok(Some(Line::Text { bytes: line, .. })) => match parse_line(&line) {
                     ParsedLine::Blank => continue,
-                    ParsedLine::Request(request) => Incoming::Request(*request),
+                    ParsedLine::Request(request) => Incoming::Request(request),
                     ParsedLine::Rejected(rejected) => rejected,
                 },
                 Err(error) => Incoming::ReadFailed(format!("cannot read stdin: {error}")),

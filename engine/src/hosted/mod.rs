@@ -23,6 +23,11 @@
 //! * `tool_result`: the answer to a `client` tool call of the running submit; its own `done`
 //!   `ok`, and the run goes on with the result. An id no client call waits for gets
 //!   `unknown_tool_call`.
+//! * `approve`: a person's decision on a call of an `approval: ask` tool of the running submit
+//!   (with no approver to ask, the call waits for one after `ChatToolApprovalRequested`); its
+//!   own `done` `ok`, and the call runs or is declined. A decision that is not an option gets
+//!   `invalid_decision`, an id no call waits under `unknown_tool_call`. When the input ends, a
+//!   call still waiting is decided `cancelled` and not run.
 //! * `shutdown`: stops reading, waits for the running submit, `done` `shutdown`.
 //! * The first request binds the session id; another id gets `session_mismatch`. A submit while
 //!   one runs gets `session_busy`. Every accepted request gets a `done`; a rejected line that
@@ -48,8 +53,8 @@ use crate::{
 /// What the request reader hands the server.
 #[derive(Debug)]
 pub enum Incoming {
-    /// A well-formed request line.
-    Request(RpcRequestLine),
+    /// A well-formed request line (boxed: a line is much larger than a rejection).
+    Request(Box<RpcRequestLine>),
     /// A line that could not be taken: one non-terminal error frame, under `request_id` when the
     /// line still named one.
     Rejected {
@@ -221,10 +226,15 @@ impl<'a> Server<'a> {
     }
 
     /// No more requests will be read: a client tool call still waiting can never be answered,
-    /// so it fails now instead of at its timeout.
+    /// so it fails now instead of at its timeout; a call waiting for a decision is decided
+    /// `cancelled` (nobody can send an `approve` any more) and not run.
     async fn stop_reading(&mut self, shutdown: Option<Arc<str>>) -> Option<Arc<str>> {
         if let Some(run) = self.active.as_mut() {
             run.abandon_client_tools();
+            let run_request = run.request_id_arc();
+            for wait in run.take_approval_waits() {
+                self.session.decide(&run_request, wait, None, "").await;
+            }
         }
         // A shutdown ends the session after the running submit: the queue does not run. At the
         // end of input it does (that is how a conversation is piped in).
@@ -367,7 +377,7 @@ impl<'a> Server<'a> {
                 self.stop_active().await;
                 Next::End(ServeEnd::ReadFailed)
             }
-            Incoming::Request(line) => self.request(line).await,
+            Incoming::Request(line) => self.request(*line).await,
         }
     }
 }

@@ -2,14 +2,14 @@
 
 use std::sync::Arc;
 
-use reel_proto::rpc::{self, RpcRequestLine, rpc_request_line::Request};
+use reel_proto::rpc::{self, ApproveRequest, RpcRequestLine, rpc_request_line::Request};
 
 use super::{Next, Server};
 use crate::{
     id::{check_request_id, check_session_id, new_id},
     run::{CompactRequest, RunRequest},
     tools::ToolOutput,
-    vocabulary::{DoneStatus, DropReason, ErrorCode, QueuedPromptKind},
+    vocabulary::{ApprovalOption, DoneStatus, DropReason, ErrorCode, QueuedPromptKind},
 };
 
 impl<'a> Server<'a> {
@@ -94,13 +94,48 @@ impl<'a> Server<'a> {
                 self.session.emit_done(&rid, DoneStatus::Ok).await;
                 Next::Continue
             }
+            Some(Request::Approve(approve)) => self.approve(rid, approve).await,
             Some(Request::Shutdown(_)) => Next::Drain(Some(rid)),
             None => {
                 let message = "the request names no known kind (submit, followUp, steer, \
-                               cancel, compact, snapshot, toolResult, shutdown)";
+                               cancel, compact, snapshot, toolResult, approve, shutdown)";
                 self.refuse(&rid, ErrorCode::UnknownRequest, message).await
             }
         }
+    }
+
+    /// A person's decision on a call that waits for one: recorded on the run's log, its own
+    /// `done` `ok`, and the call goes on. Refused, with nothing appended, when the decision is
+    /// not one of the options or no call of the running submit waits under that id.
+    async fn approve(&mut self, rid: Arc<str>, approve: ApproveRequest) -> Next {
+        let Some(option) = ApprovalOption::parse(&approve.decision) else {
+            let message = format!(
+                "decision {:?} is not one of allow_once, allow_always, reject_once",
+                approve.decision
+            );
+            return self
+                .refuse(&rid, ErrorCode::InvalidDecision, &message)
+                .await;
+        };
+        let Some(run) = self.active.as_mut() else {
+            let message = "no run is waiting for a decision";
+            return self.refuse(&rid, ErrorCode::NoActiveRequest, message).await;
+        };
+        let Some(wait) = run.take_approval_wait(&approve.call_id) else {
+            let message = format!(
+                "no call {:?} waits for a decision (unknown, or decided already)",
+                approve.call_id
+            );
+            return self
+                .refuse(&rid, ErrorCode::UnknownToolCall, &message)
+                .await;
+        };
+        let run_request = run.request_id_arc();
+        self.session
+            .decide(&run_request, wait, Some(option), &approve.message)
+            .await;
+        self.session.emit_done(&rid, DoneStatus::Ok).await;
+        Next::Continue
     }
 
     async fn submit(&mut self, rid: Arc<str>, prompt: String) -> Next {

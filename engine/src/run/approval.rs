@@ -1,16 +1,37 @@
-//! The approval step of a call of an `approval: ask` tool (see [`crate::tools::Approver`]): the
-//! request and the person's decision are appended before the call may start.
+//! The approval step of a call of an `approval: ask` tool: the request and the person's
+//! decision are appended before the call may start.
+//!
+//! Two ways to ask. A host with an [`Approver`](crate::tools::Approver) (an editor, over ACP)
+//! is asked, and the step waits for its answer. A host without one (stdin RPC, `reel serve`)
+//! gets the question as the `ChatToolApprovalRequested` frame; the call waits, as an
+//! [`ApprovalWait`], for an `approve` request, which [`Session::decide`] records.
 
 use std::sync::Arc;
 
-use reel_proto::chat::{ChatToolApprovalDecided, ChatToolApprovalRequested};
+use reel_proto::chat::{
+    ChatToolApprovalDecided, ChatToolApprovalRequested, ChatToolExecutionStarted,
+};
+use tokio::sync::oneshot;
 
 use super::{ActiveRun, record::RequestedTool};
 use crate::{
     session::Session,
-    tools::ApprovalRequest,
-    vocabulary::{ApprovalDecision, ApprovalOption},
+    tools::{ApprovalRequest, ToolOutput},
+    vocabulary::{ApprovalDecision, ApprovalOption, ToolCallStatus},
 };
+
+/// What a person decided, handed to the call that waits for it.
+pub(super) enum Verdict {
+    Run,
+    /// It does not run; the model reads why.
+    Refuse(String),
+}
+
+/// A call waiting for an `approve` request: the call, and where the decision goes.
+pub struct ApprovalWait {
+    pub(super) call: RequestedTool,
+    answer: oneshot::Sender<Verdict>,
+}
 
 /// What became of an approval.
 pub(super) enum Approved {
@@ -28,7 +49,7 @@ impl Session {
     pub(super) async fn approve(&mut self, run: &ActiveRun<'_>, call: &RequestedTool) -> Approved {
         let Some(approver) = run.approver else {
             return Approved::No(format!(
-                "not run: {} needs a person's approval (approval: ask) and this session has nobody to ask; run it from an editor with reel acp",
+                "not run: {} needs a person's approval (approval: ask), and a client tool cannot wait for an approve request here",
                 call.name
             ));
         };
@@ -38,17 +59,7 @@ impl Session {
             self.append(&rid, decided).await;
             return Approved::Yes;
         }
-        let requested = ChatToolApprovalRequested {
-            tool_call_id: call.tool_call_id.clone(),
-            tool_name: call.name.clone(),
-            input: call.arguments.clone(),
-            options: ApprovalOption::ALL
-                .iter()
-                .map(|o| String::from(*o))
-                .collect(),
-            correlation: Some(call.correlation.clone()),
-        };
-        self.append(&rid, requested).await;
+        self.append(&rid, requested(call)).await;
         let answer = approver
             .ask(ApprovalRequest {
                 tool_call_id: &call.tool_call_id,
@@ -67,12 +78,112 @@ impl Session {
             .await;
         match decision {
             ApprovalDecision::Allowed => Approved::Yes,
-            ApprovalDecision::Rejected => Approved::No(format!(
-                "not run: the person declined this call of {}",
-                call.name
-            )),
+            ApprovalDecision::Rejected => Approved::No(declined(call, "")),
             ApprovalDecision::Cancelled => Approved::Cancelled,
         }
+    }
+
+    /// Puts `call`'s question on the log for a host with nobody to ask directly: the call then
+    /// waits for an `approve` request; the receiver gets the decision. `None` when the person
+    /// allowed its tool for the session before (the decision is appended at once).
+    pub(super) async fn ask_by_request(
+        &mut self,
+        run: &mut ActiveRun<'_>,
+        call: &RequestedTool,
+    ) -> Option<oneshot::Receiver<Verdict>> {
+        let rid = Arc::clone(&run.request_id);
+        if self.allowed_always.contains(&call.name) {
+            let decided = decided(call, ApprovalDecision::Allowed, true, true);
+            self.append(&rid, decided).await;
+            return None;
+        }
+        self.append(&rid, requested(call)).await;
+        let (answer, verdict) = oneshot::channel();
+        run.approval_waits.push(ApprovalWait {
+            call: call.clone(),
+            answer,
+        });
+        Some(verdict)
+    }
+
+    /// Records a person's decision on a waiting call (an `approve` request; `None` when nobody
+    /// is left to decide) on the log of the run that asked (`run_request`), then lets the call
+    /// go on: it runs, or the model reads that it was declined, with `message`. The call runs
+    /// only once the decision is stored.
+    pub(crate) async fn decide(
+        &mut self,
+        run_request: &Arc<str>,
+        wait: ApprovalWait,
+        option: Option<ApprovalOption>,
+        message: &str,
+    ) {
+        let ApprovalWait { call, answer } = wait;
+        let (decision, always) = match option {
+            Some(ApprovalOption::AllowOnce) => (ApprovalDecision::Allowed, false),
+            Some(ApprovalOption::AllowAlways) => (ApprovalDecision::Allowed, true),
+            Some(ApprovalOption::RejectOnce) => (ApprovalDecision::Rejected, false),
+            None => (ApprovalDecision::Cancelled, false),
+        };
+        self.append(run_request, decided(&call, decision, always, false))
+            .await;
+        let started = ChatToolExecutionStarted {
+            message_id: call.message_id.clone(),
+            tool_call_id: call.tool_call_id.clone(),
+            tool_name: call.name.clone(),
+            input: call.arguments.clone(),
+            executing: true,
+            status: ToolCallStatus::Executing.into(),
+            correlation: Some(call.correlation.clone()),
+        };
+        self.append(run_request, started).await;
+        let verdict = match (decision, self.storage_holds().await) {
+            (ApprovalDecision::Allowed, Ok(())) => Verdict::Run,
+            (ApprovalDecision::Allowed, Err(_)) => {
+                Verdict::Refuse("not run: the decision to run it could not be stored".to_owned())
+            }
+            (ApprovalDecision::Cancelled, _) => Verdict::Refuse(format!(
+                "not run: nobody was left to decide on this call of {}",
+                call.name
+            )),
+            _ => Verdict::Refuse(declined(&call, message)),
+        };
+        // The run may have ended meanwhile (stopped): then nobody waits, and nothing runs.
+        let _ = answer.send(verdict);
+    }
+}
+
+/// The call's question: `ChatToolApprovalRequested` with every option.
+fn requested(call: &RequestedTool) -> ChatToolApprovalRequested {
+    ChatToolApprovalRequested {
+        tool_call_id: call.tool_call_id.clone(),
+        tool_name: call.name.clone(),
+        input: call.arguments.clone(),
+        options: ApprovalOption::ALL
+            .iter()
+            .map(|o| String::from(*o))
+            .collect(),
+        correlation: Some(call.correlation.clone()),
+    }
+}
+
+/// What the model reads of a declined call, with the person's words when they gave some.
+fn declined(call: &RequestedTool, message: &str) -> String {
+    let mut why = format!("not run: the person declined this call of {}", call.name);
+    if !message.trim().is_empty() {
+        why.push_str(": ");
+        why.push_str(message.trim());
+    }
+    why
+}
+
+/// The output of a call that waited for a decision and got `verdict` (or none: the run ended).
+pub(super) fn after_verdict(
+    verdict: Result<Verdict, oneshot::error::RecvError>,
+) -> Option<ToolOutput> {
+    match verdict {
+        Ok(Verdict::Run) => None,
+        Ok(Verdict::Refuse(why)) => Some(ToolOutput::error(why)),
+        Err(_) => Some(ToolOutput::error("not run: nobody decided on this call")),
     }
 }
 

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 use super::{
     ActiveRun, Phase, RequestedTool, RunFailure, RunOutcome, SyncWrapper, ToolDone,
-    approval::Approved,
+    approval::{Approved, after_verdict},
 };
 use crate::{
     id::new_id,
@@ -43,7 +43,23 @@ impl Session {
             );
             let mut execution =
                 tools.execute(&call.name, &call.arguments, run.tool_client, context);
-            if !matches!(execution, Execution::Ready(_)) && tools.asks_approval(&call.name) {
+            // A call waiting for an `approve` request starts when it is decided (see decide).
+            let asks = !matches!(execution, Execution::Ready(_)) && tools.asks_approval(&call.name);
+            let mut waits = false;
+            if asks && run.approver.is_none() && matches!(execution, Execution::Running(_)) {
+                if let Some(verdict) = self.ask_by_request(run, &call).await {
+                    waits = true;
+                    execution = match execution {
+                        Execution::Running(work) => Execution::Running(Box::pin(async move {
+                            match after_verdict(verdict.await) {
+                                None => work.await,
+                                Some(refused) => refused,
+                            }
+                        })),
+                        other => other,
+                    };
+                }
+            } else if asks {
                 match self.approve(run, &call).await {
                     Approved::Yes => {}
                     Approved::No(why) => execution = Execution::Ready(ToolOutput::error(why)),
@@ -69,7 +85,9 @@ impl Session {
                 status: status.into(),
                 correlation: Some(call.correlation.clone()),
             };
-            self.append(&rid, started).await;
+            if !waits {
+                self.append(&rid, started).await;
+            }
             let slot = run.executing.len();
             let done = move |output| ToolDone { slot, output };
             let future = match execution {

@@ -291,6 +291,15 @@ impl TimelineProjection {
                 });
                 out.push(&entry.event);
             }
+            Any::ChatToolApprovalRequested(a) => {
+                if let Some(message_id) = self.tool_calls.get(&a.tool_call_id).cloned() {
+                    self.update_tool_call(&message_id, entry.ordinal, |call| {
+                        call.status = ToolCallStatus::AwaitingApproval.into();
+                    });
+                }
+                out.push(&entry.event);
+            }
+            Any::ChatToolApprovalDecided(_) => out.push(&entry.event),
             Any::ChatToolExecutionStarted(t) => {
                 // "executing", or "awaiting_client" while a client tool waits for its answer.
                 let status = if t.status.is_empty() {

@@ -1,0 +1,254 @@
+//! `approval: ask` tools over stdin RPC and `reel serve`, where nobody can be asked directly: the call waits
+//! (`ChatToolApprovalRequested`, the call `awaiting_approval`) for an `approve` request, and
+//! runs once when allowed, or not at all, the model reading why. Bad decisions, unknown calls
+//! and a second decision are refused with nothing appended; the end of input decides
+//! `cancelled`.
+
+use std::path::{Path, PathBuf};
+
+use reel_tests::{FrameLine, RpcClient, assert_request_scoped, served::Served, write_file};
+use serde_json::Value;
+
+/// A command whose model calls `send` (approval: ask; each run appends a line to `count`),
+/// then shows the conversation it was given.
+fn command(dir: &Path) -> (String, PathBuf) {
+    let count = dir.join("count");
+    let script = write_file(
+        dir,
+        "script.yaml",
+        "turns:\n  - - tool_call: {id: c1, name: send, arguments: {to: team}}\n  - - echo_context\n",
+    );
+    let cmd = write_file(
+        dir,
+        "command.yaml",
+        &format!(
+            "name: t\ndescription: t\nprompt: go\nprovider:\n  script: {script}\ntools:\n  - name: send\n    description: Sends a mail.\n    approval: ask\n    executor:\n      command: [sh, -c, 'echo sent >> {}; echo sent']\n",
+            count.display()
+        ),
+    );
+    (cmd, count)
+}
+
+fn start(cmd: &str) -> RpcClient {
+    RpcClient::start(&[
+        "run-command",
+        cmd,
+        "--rpc",
+        "--stdin-rpc",
+        "--include-backend-events",
+    ])
+}
+
+fn runs(count: &Path) -> usize {
+    std::fs::read_to_string(count)
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+fn error_code(frames: &[FrameLine], rid: &str) -> Option<String> {
+    frames
+        .iter()
+        .filter(|f| f.line.request_id == rid)
+        .find_map(|f| f.json.get("error"))
+        .map(|e| e["code"].as_str().unwrap().to_owned())
+}
+
+fn logged(frames: &[FrameLine]) -> usize {
+    frames
+        .iter()
+        .filter(|f| f.json.get("backendEvent").is_some())
+        .count()
+}
+
+fn ui_payloads<'a>(frames: &'a [FrameLine], name: &str) -> Vec<&'a Value> {
+    frames
+        .iter()
+        .filter(|f| f.ui_name() == Some(name))
+        .map(|f| &f.json["uiEvent"]["payload"])
+        .collect()
+}
+
+/// Waits for the question; checks the call waits and has not run.
+fn wait_for_question(client: &mut RpcClient, count: &Path) {
+    let asked = client.wait_for("the approval request", |f| {
+        f.ui_name() == Some("ChatToolApprovalRequested")
+    });
+    let payload = &asked.json["uiEvent"]["payload"];
+    assert_eq!(payload["toolCallId"], "c1");
+    assert_eq!(payload["toolName"], "send");
+    assert_eq!(
+        payload["options"],
+        serde_json::json!(["allow_once", "allow_always", "reject_once"])
+    );
+    assert_eq!(runs(count), 0, "nothing runs before the decision");
+}
+
+#[test]
+fn a_call_waits_for_approve_and_runs_once_when_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cmd, count) = command(dir.path());
+    let mut client = start(&cmd);
+    client.send(r#"{"requestId":"s1","submit":{"prompt":"Mail the team."}}"#);
+    wait_for_question(&mut client, &count);
+
+    // While it waits: a snapshot shows the call awaiting approval.
+    client.send(r#"{"requestId":"p1","snapshot":{}}"#);
+    assert_eq!(client.done_of("p1"), "ok");
+    let snapshot = client
+        .frames
+        .iter()
+        .find(|f| f.line.request_id == "p1" && f.json.get("snapshot").is_some())
+        .expect("the snapshot");
+    let call = snapshot.json["snapshot"]["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "ChatToolCall")
+        .expect("the tool call entity");
+    assert_eq!(call["payload"]["status"], "awaiting_approval");
+
+    // Bad decisions and unknown calls are refused, and nothing is appended.
+    let before = logged(&client.frames);
+    client.send(r#"{"requestId":"a0","approve":{"callId":"c1","decision":"maybe"}}"#);
+    assert_eq!(client.done_of("a0"), "failed");
+    client.send(r#"{"requestId":"a1","approve":{"callId":"c9","decision":"allow_once"}}"#);
+    assert_eq!(client.done_of("a1"), "failed");
+    assert_eq!(
+        error_code(&client.frames, "a0").as_deref(),
+        Some("invalid_decision")
+    );
+    assert_eq!(
+        error_code(&client.frames, "a1").as_deref(),
+        Some("unknown_tool_call")
+    );
+    assert_eq!(
+        logged(&client.frames),
+        before,
+        "a refused request appends nothing"
+    );
+    assert_eq!(runs(&count), 0);
+
+    client.send(r#"{"requestId":"a2","approve":{"callId":"c1","decision":"allow_once"}}"#);
+    assert_eq!(client.done_of("a2"), "ok");
+    assert_eq!(client.done_of("s1"), "ok");
+    assert_eq!(runs(&count), 1, "allowed once, run once");
+
+    // Decided already, and then nothing running: refused.
+    client.send(r#"{"requestId":"a3","approve":{"callId":"c1","decision":"allow_once"}}"#);
+    assert_eq!(client.done_of("a3"), "failed");
+    assert_eq!(
+        error_code(&client.frames, "a3").as_deref(),
+        Some("no_active_request")
+    );
+    let (status, frames, stderr) = client.finish();
+    assert!(status.success(), "{stderr}");
+    assert_request_scoped(&frames);
+    assert_eq!(runs(&count), 1);
+    let decided = ui_payloads(&frames, "ChatToolApprovalDecided");
+    assert_eq!(decided.len(), 1);
+    assert_eq!(decided[0]["decision"], "allowed");
+    // The decision is part of the run: stamped with the submit's id.
+    let decided_frame = frames
+        .iter()
+        .find(|f| f.ui_name() == Some("ChatToolApprovalDecided"))
+        .unwrap();
+    assert_eq!(decided_frame.line.request_id, "s1");
+    let result = ui_payloads(&frames, "ChatToolResultReady");
+    assert_eq!(result[0]["result"], "sent\n");
+}
+
+#[test]
+fn a_rejected_call_is_not_run_and_the_model_reads_the_persons_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cmd, count) = command(dir.path());
+    let mut client = start(&cmd);
+    client.send(r#"{"requestId":"s1","submit":{"prompt":"Mail the team."}}"#);
+    wait_for_question(&mut client, &count);
+    client.send(
+        r#"{"requestId":"a1","approve":{"callId":"c1","decision":"reject_once","message":"not on a Sunday"}}"#,
+    );
+    assert_eq!(client.done_of("a1"), "ok");
+    assert_eq!(client.done_of("s1"), "ok");
+    let (status, frames, stderr) = client.finish();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(runs(&count), 0, "a rejected call never runs");
+    let decided = ui_payloads(&frames, "ChatToolApprovalDecided");
+    assert_eq!(decided[0]["decision"], "rejected");
+    // The model's next call carries the refusal and the person's words.
+    let text: String = ui_payloads(&frames, "ChatTextSegmentFinished")
+        .iter()
+        .map(|p| p["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        text.contains("not run: the person declined this call of send: not on a Sunday"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_end_of_input_decides_a_waiting_call_cancelled_and_it_does_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cmd, count) = command(dir.path());
+    let mut client = start(&cmd);
+    client.send(r#"{"requestId":"s1","submit":{"prompt":"Mail the team."}}"#);
+    wait_for_question(&mut client, &count);
+    client.close_stdin();
+    assert_eq!(client.done_of("s1"), "ok");
+    let (status, frames, stderr) = client.finish();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(runs(&count), 0);
+    let decided = ui_payloads(&frames, "ChatToolApprovalDecided");
+    assert_eq!(decided.len(), 1);
+    assert_eq!(decided[0]["decision"], "cancelled");
+    let result = ui_payloads(&frames, "ChatToolResultReady");
+    assert!(
+        result[0]["result"]
+            .as_str()
+            .unwrap()
+            .contains("nobody was left to decide"),
+        "{result:?}"
+    );
+}
+
+/// `reel serve`: the question reaches a subscriber, and an HTTP `approve` lets the call run.
+#[tokio::test]
+async fn a_served_session_takes_its_decision_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cmd, count) = command(dir.path());
+    let served = Served::start(&cmd, &dir.path().join("t.db"), &[], &[]);
+    served.create("mail").await;
+    let mut events = served.events("mail", None).await;
+    let submit = served
+        .request("mail", r#"{"submit":{"prompt":"Mail the team."}}"#)
+        .await;
+    loop {
+        let frame = events.next().await.expect("the question arrives");
+        if frame.frame.ui_name() == Some("ChatToolApprovalRequested") {
+            break;
+        }
+    }
+    assert_eq!(runs(&count), 0);
+    let (status, body) = served
+        .post(
+            "/v1/sessions/mail/requests",
+            r#"{"requestId":"bad","approve":{"callId":"c9","decision":"allow_once"}}"#,
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let refused = events.until_done("bad").await;
+    assert_eq!(refused.last().unwrap().frame.done_status(), Some("failed"));
+    let approve = served
+        .request(
+            "mail",
+            r#"{"approve":{"callId":"c1","decision":"allow_always"}}"#,
+        )
+        .await;
+    let frames = events.until_done(&submit).await;
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.frame.line.request_id == approve && f.frame.done_status() == Some("ok")),
+        "the approve's own done"
+    );
+    assert_eq!(runs(&count), 1);
+}
