@@ -6,7 +6,10 @@
 
 use std::path::{Path, PathBuf};
 
-use reel_tests::{FrameLine, RpcClient, assert_request_scoped, served::Served, write_file};
+use reel_proto::Any;
+use reel_tests::{
+    FrameLine, PageDriver, RpcClient, TimelineDb, assert_request_scoped, served::Served, write_file,
+};
 use serde_json::Value;
 
 /// A command whose model calls `send` (approval: ask; each run appends a line to `count`),
@@ -251,4 +254,47 @@ async fn a_served_session_takes_its_decision_over_http() {
         "the approve's own done"
     );
     assert_eq!(runs(&count), 1);
+}
+
+/// The chat page: the waiting call's card offers the decisions, a keyboard-only "Allow once"
+/// runs the tool (once), and a reload still shows the decision.
+#[tokio::test]
+async fn the_chat_page_decides_a_waiting_call_by_keyboard() {
+    let Some(driver) = PageDriver::ready() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (cmd, count) = command(dir.path());
+    let db = dir.path().join("t.db");
+    let served = Served::start(&cmd, &db, &[], &[]);
+    served.create("desk").await;
+    let mut events = served.events("desk", None).await;
+    served
+        .request("desk", r#"{"submit":{"prompt":"Mail the team."}}"#)
+        .await;
+    loop {
+        let frame = events.next().await.expect("the question arrives");
+        if frame.frame.ui_name() == Some("ChatToolApprovalRequested") {
+            break;
+        }
+    }
+    let port = served.base.rsplit(':').next().unwrap().to_owned();
+    let seen = driver
+        .run("approval_card.py", &port, vec!["desk".into()])
+        .await;
+    assert_eq!(seen["reloaded"], "Decision: allowed", "{seen}");
+    assert_eq!(runs(&count), 1, "allowed once in the page, run once");
+    let decided: Vec<String> = tokio::task::spawn_blocking(move || {
+        TimelineDb::open(&db)
+            .events("desk")
+            .into_iter()
+            .filter_map(|e| match e.event {
+                Any::ChatToolApprovalDecided(d) => Some(d.decision),
+                _ => None,
+            })
+            .collect()
+    })
+    .await
+    .unwrap();
+    assert_eq!(decided, ["allowed"]);
 }

@@ -299,7 +299,14 @@ impl TimelineProjection {
                 }
                 out.push(&entry.event);
             }
-            Any::ChatToolApprovalDecided(_) => out.push(&entry.event),
+            Any::ChatToolApprovalDecided(d) => {
+                if let Some(message_id) = self.tool_calls.get(&d.tool_call_id).cloned() {
+                    self.update_tool_call(&message_id, entry.ordinal, |call| {
+                        call.approval.clone_from(&d.decision);
+                    });
+                }
+                out.push(&entry.event);
+            }
             Any::ChatToolExecutionStarted(t) => {
                 // "executing", or "awaiting_client" while a client tool waits for its answer.
                 let status = if t.status.is_empty() {

@@ -1,4 +1,5 @@
-// reel serve's chat page: a sessions list, a streaming timeline, submit and cancel.
+// reel serve's chat page: a sessions list, a streaming timeline, submit and cancel, and the
+// decisions on calls of `approval: ask` tools.
 //
 // It speaks only the server's public API: the session routes for the list and the requests,
 // and each session's Server-Sent Events stream for the timeline. The stream is read with
@@ -220,6 +221,8 @@ function applyEntity(entity) {
     const item = toolCall(payload.messageId || entity.id, payload, ordinal);
     if (payload.input) setText(item, payload.input);
     setStatus(item, payload.error ? `${payload.status} · ${payload.error}` : payload.status);
+    if (payload.status === "awaiting_approval") askDecision(item);
+    if (payload.approval) showDecision(item, payload.approval);
   } else if (entity.kind === "ChatToolResult") {
     const item = toolCallOf(payload.toolCallId, ordinal);
     if (item) setResult(item, payload.result, payload.status);
@@ -253,6 +256,19 @@ function applyUiEvent(name, payload, ordinal) {
       const item = toolCall(payload.messageId, payload, ordinal);
       if (payload.input) setText(item, payload.input);
       setStatus(item, payload.status);
+      break;
+    }
+    case "ChatToolApprovalRequested": {
+      const item = toolCallOf(payload.toolCallId, ordinal);
+      if (item) {
+        setStatus(item, "awaiting_approval");
+        askDecision(item);
+      }
+      break;
+    }
+    case "ChatToolApprovalDecided": {
+      const item = toolCallOf(payload.toolCallId, ordinal);
+      if (item) showDecision(item, payload.decision, payload.always);
       break;
     }
     case "ChatToolArgumentsPatch":
@@ -383,6 +399,46 @@ function patch(item, payload, text) {
 function setStatus(item, status) {
   if (!status || item.label === "user") return; // a prompt's own status says nothing new
   item.summary.textContent = `${item.label} · ${status}`;
+}
+
+// The three decisions on a waiting call, as buttons (reachable by Tab, pressed with Enter).
+function askDecision(item) {
+  if (item.decision) return;
+  const bar = document.createElement("div");
+  bar.className = "decision";
+  bar.setAttribute("role", "group");
+  bar.setAttribute("aria-label", `Run ${item.label}?`);
+  for (const [decision, text] of [
+    ["allow_once", "Allow once"],
+    ["allow_always", "Allow always"],
+    ["reject_once", "Reject"],
+  ]) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = text;
+    button.dataset.decision = decision;
+    button.addEventListener("click", () => decide(item, decision, bar));
+    bar.append(button);
+  }
+  item.decision = bar;
+  item.element.append(bar);
+  item.element.querySelector("details").open = true;
+}
+
+async function decide(item, decision, bar) {
+  for (const button of bar.querySelectorAll("button")) button.disabled = true;
+  const sent = await request({ approve: { callId: item.toolCallId, decision } });
+  if (!sent) for (const button of bar.querySelectorAll("button")) button.disabled = false;
+}
+
+// What the person decided, in place of the buttons.
+function showDecision(item, decision, always) {
+  const text = document.createElement("p");
+  text.className = "decided";
+  text.textContent = `Decision: ${decision}${always ? " (always for this tool)" : ""}`;
+  if (item.decision) item.decision.replaceWith(text);
+  else if (!item.element.querySelector(".decided")) item.element.append(text);
+  item.decision = text;
 }
 
 function setResult(item, result, status) {
