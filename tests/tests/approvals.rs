@@ -188,6 +188,32 @@ fn a_rejected_call_is_not_run_and_the_model_reads_the_persons_words() {
     );
 }
 
+/// A one-shot run has nobody to send a decision: the call is not run, and the run does not
+/// wait for ever.
+#[test]
+fn a_one_shot_run_does_not_wait_for_a_decision_nobody_can_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cmd, count) = command(dir.path());
+    let output = reel_tests::reel(&["run-command", &cmd, "--rpc"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(runs(&count), 0);
+    let frames = reel_tests::parse_frames(&output.stdout);
+    let result = ui_payloads(&frames, "ChatToolResultReady");
+    assert!(
+        result[0]["result"]
+            .as_str()
+            .unwrap()
+            .contains("nobody can be asked here"),
+        "{result:?}"
+    );
+}
+
 #[test]
 fn the_end_of_input_decides_a_waiting_call_cancelled_and_it_does_not_run() {
     let dir = tempfile::tempdir().unwrap();

@@ -46,7 +46,9 @@ impl Session {
             // A call waiting for an `approve` request starts when it is decided (see decide).
             let asks = !matches!(execution, Execution::Ready(_)) && tools.asks_approval(&call.name);
             let mut waits = false;
-            if asks && run.approver.is_none() && matches!(execution, Execution::Running(_)) {
+            // Only a host that reads requests (stdin RPC, serve) can be sent a decision.
+            let by_request = run.approver.is_none() && run.tool_client;
+            if asks && by_request && matches!(execution, Execution::Running(_)) {
                 if let Some(verdict) = self.ask_by_request(run, &call).await {
                     waits = true;
                     execution = match execution {
