@@ -188,6 +188,45 @@ fn a_rejected_call_is_not_run_and_the_model_reads_the_persons_words() {
     );
 }
 
+/// No call of a tool step runs while another call of it waits for a decision: `note` (no
+/// approval) starts only once `send` is decided.
+#[test]
+fn the_other_calls_of_the_step_wait_for_the_decision_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let noted = dir.path().join("noted");
+    let script = write_file(
+        dir.path(),
+        "script.yaml",
+        "turns:\n  - - tool_call: {id: c1, name: send, arguments: {}}\n    - tool_call: {id: c2, name: note, arguments: {}}\n  - - text: done\n",
+    );
+    let cmd = write_file(
+        dir.path(),
+        "command.yaml",
+        &format!(
+            "name: t\ndescription: t\nprompt: go\nprovider:\n  script: {script}\ntools:\n  - name: send\n    description: Sends.\n    approval: ask\n    executor:\n      command: [sh, -c, 'echo sent']\n  - name: note\n    description: Notes.\n    executor:\n      command: [sh, -c, 'touch {}; echo noted']\n",
+            noted.display()
+        ),
+    );
+    let mut client = start(&cmd);
+    client.send(r#"{"requestId":"s1","submit":{"prompt":"go"}}"#);
+    client.wait_for("the approval request", |f| {
+        f.ui_name() == Some("ChatToolApprovalRequested")
+    });
+    // The snapshot round trip gives a call that was free to run the time to do it.
+    client.send(r#"{"requestId":"p1","snapshot":{}}"#);
+    assert_eq!(client.done_of("p1"), "ok");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        !noted.exists(),
+        "a call of the step ran before the decision"
+    );
+    client.send(r#"{"requestId":"a1","approve":{"callId":"c1","decision":"allow_once"}}"#);
+    assert_eq!(client.done_of("s1"), "ok");
+    assert!(noted.exists(), "once decided, the step's calls run");
+    let (status, _, stderr) = client.finish();
+    assert!(status.success(), "{stderr}");
+}
+
 /// A one-shot run has nobody to send a decision: the call is not run, and the run does not
 /// wait for ever.
 #[test]

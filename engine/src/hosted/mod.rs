@@ -235,6 +235,7 @@ impl<'a> Server<'a> {
             for wait in run.take_approval_waits() {
                 self.session.decide(&run_request, wait, None, "").await;
             }
+            run.open_step_if_decided();
         }
         // A shutdown ends the session after the running submit: the queue does not run. At the
         // end of input it does (that is how a conversation is piped in).

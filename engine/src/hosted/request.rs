@@ -134,6 +134,9 @@ impl<'a> Server<'a> {
         self.session
             .decide(&run_request, wait, Some(option), &approve.message)
             .await;
+        if let Some(run) = self.active.as_mut() {
+            run.open_step_if_decided();
+        }
         self.session.emit_done(&rid, DoneStatus::Ok).await;
         Next::Continue
     }

@@ -125,6 +125,9 @@ pub struct ActiveRun<'a> {
     client_waits: Vec<(String, oneshot::Sender<ToolOutput>)>,
     /// Calls of `approval: ask` tools waiting for an `approve` request (no approver to ask).
     approval_waits: Vec<approval::ApprovalWait>,
+    /// Opened when no call of the tool step waits for a decision any more: until then, no
+    /// call of the step runs.
+    step_gate: Option<tokio::sync::watch::Sender<bool>>,
 }
 
 /// What a run is for.
@@ -168,6 +171,7 @@ impl<'a> ActiveRun<'a> {
             executing: Vec::new(),
             client_waits: Vec::new(),
             approval_waits: Vec::new(),
+            step_gate: None,
         }
     }
 
@@ -240,6 +244,15 @@ impl<'a> ActiveRun<'a> {
         let at =
             (self.approval_waits.iter()).position(|wait| wait.call.tool_call_id == tool_call_id)?;
         Some(self.approval_waits.swap_remove(at))
+    }
+
+    /// Lets the calls of the tool step run once none of them waits for a decision.
+    pub(crate) fn open_step_if_decided(&mut self) {
+        if self.approval_waits.is_empty()
+            && let Some(gate) = self.step_gate.take()
+        {
+            let _ = gate.send(true);
+        }
     }
 
     /// The request this run answers.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use futures::{FutureExt, stream::FuturesUnordered};
 use reel_proto::chat::{ChatToolCallFinished, ChatToolExecutionStarted, ChatToolResultReady};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use super::{
     ActiveRun, Phase, RequestedTool, RunFailure, RunOutcome, SyncWrapper, ToolDone,
@@ -33,6 +33,8 @@ impl Session {
         let rid = Arc::clone(&run.request_id);
         let tools = run.tools;
         let running = FuturesUnordered::new();
+        // No call of the step starts while one of them waits for a person's decision.
+        let (gate, gated) = watch::channel(false);
         let mut requested = requested.into_iter();
         while let Some(call) = requested.next() {
             let context = ToolCallContext::new(
@@ -112,9 +114,18 @@ impl Session {
                     .boxed()
                 }
             };
+            let mut gated = gated.clone();
+            let future = async move {
+                // A gate dropped (the run ended) lets nothing wait: the future goes too.
+                let _ = gated.wait_for(|open| *open).await;
+                future.await
+            }
+            .boxed();
             run.executing.push(Some(call));
             running.push(future);
         }
+        run.step_gate = Some(gate);
+        run.open_step_if_decided();
         // The tools have not started (their futures are not polled yet): they run only once
         // the log that says so is stored, since their side effects cannot be taken back.
         run.phase = match self.storage_holds().await {
