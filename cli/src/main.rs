@@ -22,6 +22,7 @@ mod sink_uri;
 mod stdin_rpc;
 mod stored;
 mod template;
+mod terminal_approver;
 mod tool_servers;
 mod toolbox;
 

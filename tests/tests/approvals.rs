@@ -227,8 +227,55 @@ fn the_other_calls_of_the_step_wait_for_the_decision_too() {
     assert!(status.success(), "{stderr}");
 }
 
-/// A one-shot run has nobody to send a decision: the call is not run, and the run does not
-/// wait for ever.
+/// Runs a one-shot `run-command` of `cmd` on a terminal (`script` gives it a pty) that
+/// answers `typed`; its exit status and everything the terminal showed.
+fn on_a_terminal(cmd: &str, typed: &str) -> (bool, String) {
+    use std::io::Write;
+    let line = format!("{} run-command {cmd}", reel_tests::reel_binary().display());
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("script (util-linux) runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(typed.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout).replace('\r', "");
+    (output.status.success(), shown)
+}
+
+/// On a terminal, a one-shot run asks the person there; an answer that is no option asks
+/// again; "o" runs the call once, "r" does not run it.
+#[test]
+fn a_one_shot_run_on_a_terminal_asks_the_person_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cmd, count) = command(dir.path());
+    let (ok, shown) = on_a_terminal(&cmd, "x\no\n");
+    assert!(ok, "{shown}");
+    assert!(
+        shown.contains("reel: send wants to run with {\"to\":\"team\"}"),
+        "{shown}"
+    );
+    assert!(shown.contains("reel: answer o, a or r"), "{shown}");
+    assert!(shown.contains("tool: sent"), "{shown}");
+    assert_eq!(runs(&count), 1);
+    let (ok, shown) = on_a_terminal(&cmd, "r\n");
+    assert!(ok, "{shown}");
+    assert!(
+        shown.contains("not run: the person declined this call of send"),
+        "{shown}"
+    );
+    assert_eq!(runs(&count), 1, "rejected: not run again");
+}
+
+/// A one-shot run without a terminal has nobody to ask: the call is not run, and the run does
+/// not wait for ever.
 #[test]
 fn a_one_shot_run_does_not_wait_for_a_decision_nobody_can_send() {
     let dir = tempfile::tempdir().unwrap();

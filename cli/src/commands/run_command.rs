@@ -7,7 +7,7 @@
 use anyhow::Context;
 use reel_engine::{SessionCatalog, error_chain};
 use reel_storage::TimelineStore;
-use std::{panic::AssertUnwindSafe, path::Path, sync::Arc};
+use std::{io::IsTerminal, panic::AssertUnwindSafe, path::Path, sync::Arc};
 
 use futures::FutureExt;
 use reel_engine::{
@@ -26,6 +26,7 @@ use crate::{
     same_file::{self, InUse},
     signals::SignalWatch,
     stdin_rpc,
+    terminal_approver::TerminalApprover,
 };
 
 /// How a session ended, before outputs are closed.
@@ -221,6 +222,11 @@ async fn one_shot(
         session.emit_done(&rid, DoneStatus::Failed).await;
         return (session, Ending::Failed);
     }
+    // On a terminal, the person there decides the calls of `approval: ask` tools.
+    let terminal = TerminalApprover;
+    let approver = std::io::stdin()
+        .is_terminal()
+        .then_some(&terminal as &dyn reel_engine::Approver);
     let request = RunRequest {
         request_id: Arc::clone(&rid),
         prompt: prepared.prompt,
@@ -229,7 +235,7 @@ async fn one_shot(
         provider: prepared.provider.as_ref(),
         tools: &prepared.tools,
         tool_client: false,
-        approver: None,
+        approver,
         budgets: prepared.budgets,
         context_policy: prepared.context_policy,
     };

@@ -49,7 +49,7 @@ impl Session {
     pub(super) async fn approve(&mut self, run: &ActiveRun<'_>, call: &RequestedTool) -> Approved {
         let Some(approver) = run.approver else {
             return Approved::No(format!(
-                "not run: {} needs a person's approval (approval: ask) and nobody can be asked here; run it with --stdin-rpc (an approve request decides), in reel serve or in reel acp",
+                "not run: {} needs a person's approval (approval: ask) and nobody can be asked here; run it on a terminal, with --stdin-rpc (an approve request decides), in reel serve or in reel acp",
                 call.name
             ));
         };
