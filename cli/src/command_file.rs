@@ -186,6 +186,28 @@ pub struct ToolDeclaration {
     /// `ask`: a person decides each call first (an editor, over ACP); `never` by default.
     #[serde(default)]
     pub approval: reel_engine::Approval,
+    /// With `approval: ask`: how long a call waits for the decision, e.g. `24h`, before it is
+    /// decided `expired` and not run; no limit by default.
+    #[serde(default, with = "optional_duration")]
+    pub approval_timeout: Option<std::time::Duration>,
+}
+
+/// A duration written as people write them (`90s`, `24h`), optional.
+mod optional_duration {
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<std::time::Duration>, D::Error> {
+        let Some(text) = Option::<String>::deserialize(deserializer)? else {
+            return Ok(None);
+        };
+        humantime::parse_duration(&text).map(Some).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "{text:?} is not a duration ({e}); write e.g. 90s, 30m or 24h"
+            ))
+        })
+    }
 }
 
 /// Who runs a tool: `command: [PROGRAM, ARGS...]` or `client`.

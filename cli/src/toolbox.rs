@@ -94,6 +94,7 @@ pub fn build(
                 },
                 executor,
                 approval: declared.approval,
+                approval_timeout: declared.approval_timeout,
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

@@ -250,6 +250,8 @@ vocabulary! {
         Rejected = "rejected",
         /// The prompt was cancelled while it waited, or nobody could be asked.
         Cancelled = "cancelled",
+        /// Nobody decided within the tool's `approval_timeout`.
+        Expired = "expired",
     }
 }
 

@@ -119,6 +119,7 @@ async fn start_one(
             definition,
             executor: ToolExecutor::Service(Arc::new(call)),
             approval: Default::default(),
+            approval_timeout: None,
         });
     }
     Ok(tools)

@@ -227,6 +227,65 @@ fn the_other_calls_of_the_step_wait_for_the_decision_too() {
     assert!(status.success(), "{stderr}");
 }
 
+/// A call nobody decides on within its tool's `approval_timeout` is decided `expired` and not
+/// run; the model reads that nobody decided, and the run goes on.
+#[test]
+fn a_call_nobody_decides_on_in_time_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cmd, count) = command(dir.path());
+    let text = std::fs::read_to_string(&cmd).unwrap();
+    std::fs::write(
+        &cmd,
+        text.replace(
+            "    approval: ask\n",
+            "    approval: ask\n    approval_timeout: 1s\n",
+        ),
+    )
+    .unwrap();
+    let mut client = start(&cmd);
+    client.send(r#"{"requestId":"s1","submit":{"prompt":"Mail the team."}}"#);
+    wait_for_question(&mut client, &count);
+    assert_eq!(client.done_of("s1"), "ok");
+    // Too late: the call is no longer waiting.
+    client.send(r#"{"requestId":"a1","approve":{"callId":"c1","decision":"allow_once"}}"#);
+    assert_eq!(client.done_of("a1"), "failed");
+    let (status, frames, stderr) = client.finish();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(runs(&count), 0, "an expired call never runs");
+    let decided = ui_payloads(&frames, "ChatToolApprovalDecided");
+    assert_eq!(decided.len(), 1);
+    assert_eq!(decided[0]["decision"], "expired");
+    let text: String = ui_payloads(&frames, "ChatTextSegmentFinished")
+        .iter()
+        .map(|p| p["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        text.contains("not run: nobody decided on this call of send within 1 s"),
+        "{text}"
+    );
+}
+
+/// A command file's `approval_timeout` must be a duration people write.
+#[test]
+fn an_approval_timeout_that_is_no_duration_is_refused_with_an_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cmd, _) = command(dir.path());
+    let text = std::fs::read_to_string(&cmd).unwrap();
+    std::fs::write(
+        &cmd,
+        text.replace(
+            "    approval: ask\n",
+            "    approval: ask\n    approval_timeout: soon\n",
+        ),
+    )
+    .unwrap();
+    let output = reel_tests::reel(&["run-command", &cmd]).output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("\"soon\" is not a duration"), "{stderr}");
+    assert!(stderr.contains("24h"), "{stderr}");
+}
+
 /// Runs a one-shot `run-command` of `cmd` on a terminal (`script` gives it a pty) that
 /// answers `typed`; its exit status and everything the terminal showed.
 fn on_a_terminal(cmd: &str, typed: &str) -> (bool, String) {

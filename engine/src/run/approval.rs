@@ -78,7 +78,9 @@ impl Session {
             .await;
         match decision {
             ApprovalDecision::Allowed => Approved::Yes,
-            ApprovalDecision::Rejected => Approved::No(declined(call, "")),
+            ApprovalDecision::Rejected | ApprovalDecision::Expired => {
+                Approved::No(declined(call, ""))
+            }
             ApprovalDecision::Cancelled => Approved::Cancelled,
         }
     }
@@ -124,18 +126,8 @@ impl Session {
             Some(ApprovalOption::RejectOnce) => (ApprovalDecision::Rejected, false),
             None => (ApprovalDecision::Cancelled, false),
         };
-        self.append(run_request, decided(&call, decision, always, false))
+        self.record_decision(run_request, &call, decision, always)
             .await;
-        let started = ChatToolExecutionStarted {
-            message_id: call.message_id.clone(),
-            tool_call_id: call.tool_call_id.clone(),
-            tool_name: call.name.clone(),
-            input: call.arguments.clone(),
-            executing: true,
-            status: ToolCallStatus::Executing.into(),
-            correlation: Some(call.correlation.clone()),
-        };
-        self.append(run_request, started).await;
         let verdict = match (decision, self.storage_holds().await) {
             (ApprovalDecision::Allowed, Ok(())) => Verdict::Run,
             (ApprovalDecision::Allowed, Err(_)) => {
@@ -149,6 +141,56 @@ impl Session {
         };
         // The run may have ended meanwhile (stopped): then nobody waits, and nothing runs.
         let _ = answer.send(verdict);
+    }
+
+    /// Records that nobody decided on `wait`'s call within its tool's `approval_timeout` (its
+    /// future ended, not run).
+    pub(super) async fn expire(&mut self, run_request: &Arc<str>, wait: ApprovalWait) {
+        let decision = ApprovalDecision::Expired;
+        self.record_decision(run_request, &wait.call, decision, false)
+            .await;
+    }
+
+    /// Appends the decision on `call`, then its `ChatToolExecutionStarted` (the call goes on,
+    /// to run or to be answered with why it did not).
+    async fn record_decision(
+        &mut self,
+        run_request: &Arc<str>,
+        call: &RequestedTool,
+        decision: ApprovalDecision,
+        always: bool,
+    ) {
+        self.append(run_request, decided(call, decision, always, false))
+            .await;
+        let started = ChatToolExecutionStarted {
+            message_id: call.message_id.clone(),
+            tool_call_id: call.tool_call_id.clone(),
+            tool_name: call.name.clone(),
+            input: call.arguments.clone(),
+            executing: true,
+            status: ToolCallStatus::Executing.into(),
+            correlation: Some(call.correlation.clone()),
+        };
+        self.append(run_request, started).await;
+    }
+}
+
+/// What the model reads of a call nobody decided on within `timeout`.
+pub(super) fn expired(name: &str, timeout: std::time::Duration) -> ToolOutput {
+    ToolOutput::error(format!(
+        "not run: nobody decided on this call of {name} within {}",
+        humanize(timeout)
+    ))
+}
+
+/// A timeout as a person reads it: whole seconds, minutes or hours.
+fn humanize(timeout: std::time::Duration) -> String {
+    let seconds = timeout.as_secs();
+    match seconds {
+        s if s >= 3600 && s % 3600 == 0 => format!("{} h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{} min", s / 60),
+        s if s > 0 => format!("{s} s"),
+        _ => format!("{} ms", timeout.as_millis()),
     }
 }
 

@@ -14,7 +14,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::{
     ActiveRun, Phase, RequestedTool, RunFailure, RunOutcome, SyncWrapper, ToolDone,
-    approval::{Approved, after_verdict},
+    approval::{Approved, after_verdict, expired},
 };
 use crate::{
     id::new_id,
@@ -53,12 +53,25 @@ impl Session {
             if asks && by_request && matches!(execution, Execution::Running(_)) {
                 if let Some(verdict) = self.ask_by_request(run, &call).await {
                     waits = true;
+                    let timeout = tools.approval_timeout(&call.name);
+                    let name = call.name.clone();
+                    let mut gated = gated.clone();
                     execution = match execution {
                         Execution::Running(work) => Execution::Running(Box::pin(async move {
-                            match after_verdict(verdict.await) {
-                                None => work.await,
-                                Some(refused) => refused,
+                            // The decision (or its expiry) first, then the step's gate.
+                            let verdict = match timeout {
+                                Some(timeout) => match tokio::time::timeout(timeout, verdict).await
+                                {
+                                    Ok(verdict) => verdict,
+                                    Err(_) => return expired(&name, timeout),
+                                },
+                                None => verdict.await,
+                            };
+                            if let Some(refused) = after_verdict(verdict) {
+                                return refused;
                             }
+                            let _ = gated.wait_for(|open| *open).await;
+                            work.await
                         })),
                         other => other,
                     };
@@ -114,13 +127,18 @@ impl Session {
                     .boxed()
                 }
             };
-            let mut gated = gated.clone();
-            let future = async move {
-                // A gate dropped (the run ended) lets nothing wait: the future goes too.
-                let _ = gated.wait_for(|open| *open).await;
-                future.await
-            }
-            .boxed();
+            // A call waiting for a decision passes the gate itself, after it (see above).
+            let future = if waits {
+                future
+            } else {
+                let mut gated = gated.clone();
+                async move {
+                    // A gate dropped (the run ended) lets nothing wait: the future goes too.
+                    let _ = gated.wait_for(|open| *open).await;
+                    future.await
+                }
+                .boxed()
+            };
             run.executing.push(Some(call));
             running.push(future);
         }
@@ -145,6 +163,11 @@ impl Session {
             ToolCallStatus::Completed
         };
         let rid = Arc::clone(&run.request_id);
+        // A call that ended still waiting for a decision waited past its approval_timeout.
+        if let Some(wait) = run.take_approval_wait(&call.tool_call_id) {
+            self.expire(&rid, wait).await;
+            run.open_step_if_decided();
+        }
         self.answer_tool(&rid, call, done.output, status).await;
         if run.executing.iter().all(Option::is_none) {
             run.executing.clear();

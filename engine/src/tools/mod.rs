@@ -97,6 +97,9 @@ pub struct Tool {
     pub executor: ToolExecutor,
     /// Whether a person decides each call first.
     pub approval: Approval,
+    /// How long a call waits for a person's decision before it is decided `expired` (and not
+    /// run); `None` waits as long as it takes.
+    pub approval_timeout: Option<Duration>,
 }
 
 /// What a tool call returned, as the model will read it.
@@ -229,6 +232,12 @@ impl Toolbox {
         Ok(Self::new(tools, self.max_iterations)?.with_first_call(self.first_call))
     }
 
+    /// How long a call of `name` may wait for a decision (see [`Tool::approval_timeout`]).
+    pub fn approval_timeout(&self, name: &str) -> Option<Duration> {
+        let tool = self.tools.iter().find(|t| t.definition.name == name)?;
+        tool.approval_timeout
+    }
+
     /// Whether a call of `name` waits for a person's decision first.
     pub fn asks_approval(&self, name: &str) -> bool {
         self.tools
@@ -300,6 +309,7 @@ mod tests {
     fn tool(name: &str) -> Tool {
         Tool {
             approval: Approval::Never,
+            approval_timeout: None,
             definition: ToolDefinition {
                 name: name.into(),
                 description: String::new(),
