@@ -47,6 +47,7 @@ async def main():
         await page.keyboard.press("Enter")
         await expect(card.locator(".decided")).to_have_text("Decision: allowed")
         await expect(card.locator("pre.result")).to_contain_text("sent")
+        await expect(card.locator("summary")).to_contain_text("completed")
         await expect(card.locator(".decision button")).to_have_count(0)
         seen["live"] = await card.locator("summary").inner_text()
 
@@ -54,6 +55,7 @@ async def main():
         await page.reload()
         await expect(card.locator(".decided")).to_have_text("Decision: allowed")
         await expect(card.locator(".decision button")).to_have_count(0)
+        await expect(card.locator("summary")).to_contain_text("completed")
         seen["reloaded"] = await card.locator(".decided").inner_text()
         if errors:
             raise AssertionError(f"the page logged errors: {errors}")

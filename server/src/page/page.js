@@ -441,9 +441,11 @@ function showDecision(item, decision, always) {
   item.decision = text;
 }
 
+// The result goes under the call; the card keeps the call's own status (completed, failed),
+// which a result's ("ok", "error") would otherwise replace after a reload.
 function setResult(item, result, status) {
   item.result.textContent = result || "";
-  setStatus(item, status);
+  item.result.dataset.status = status || "";
 }
 
 // ---- controls --------------------------------------------------------------------------------
