@@ -231,7 +231,7 @@ impl<'a> Server<'a> {
     async fn stop_reading(&mut self, shutdown: Option<Arc<str>>) -> Option<Arc<str>> {
         if let Some(run) = self.active.as_mut() {
             run.abandon_client_tools();
-            let run_request = run.request_id_arc();
+            let run_request = Arc::clone(run.request_id());
             for wait in run.take_approval_waits() {
                 self.session.decide(&run_request, wait, None, "").await;
             }

@@ -130,7 +130,7 @@ impl<'a> Server<'a> {
                 .refuse(&rid, ErrorCode::UnknownToolCall, &message)
                 .await;
         };
-        let run_request = run.request_id_arc();
+        let run_request = Arc::clone(run.request_id());
         self.session
             .decide(&run_request, wait, Some(option), &approve.message)
             .await;

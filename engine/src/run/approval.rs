@@ -8,9 +8,7 @@
 
 use std::sync::Arc;
 
-use reel_proto::chat::{
-    ChatToolApprovalDecided, ChatToolApprovalRequested, ChatToolExecutionStarted,
-};
+use reel_proto::chat::{ChatToolApprovalDecided, ChatToolApprovalRequested};
 use tokio::sync::oneshot;
 
 use super::{ActiveRun, record::RequestedTool};
@@ -31,6 +29,32 @@ pub(super) enum Verdict {
 pub struct ApprovalWait {
     pub(super) call: RequestedTool,
     answer: oneshot::Sender<Verdict>,
+}
+
+impl ActiveRun<'_> {
+    /// Takes the call `tool_call_id` that waits for a person's decision; `None` when no call of
+    /// this run waits under that id (unknown, decided already, or not an `approval: ask` one).
+    pub(crate) fn take_approval_wait(&mut self, tool_call_id: &str) -> Option<ApprovalWait> {
+        let waits = &mut self.approval_waits;
+        let at = waits
+            .iter()
+            .position(|wait| wait.call.tool_call_id == tool_call_id)?;
+        Some(waits.swap_remove(at))
+    }
+
+    /// The calls waiting for a decision, taken (see [`Session::decide`]).
+    pub(crate) fn take_approval_waits(&mut self) -> Vec<ApprovalWait> {
+        std::mem::take(&mut self.approval_waits)
+    }
+
+    /// Lets the calls of the tool step run once none of them waits for a decision.
+    pub(crate) fn open_step_if_decided(&mut self) {
+        if self.approval_waits.is_empty()
+            && let Some(gate) = self.step_gate.take()
+        {
+            let _ = gate.send(true);
+        }
+    }
 }
 
 /// What became of an approval.
@@ -162,15 +186,7 @@ impl Session {
     ) {
         self.append(run_request, decided(call, decision, always, false))
             .await;
-        let started = ChatToolExecutionStarted {
-            message_id: call.message_id.clone(),
-            tool_call_id: call.tool_call_id.clone(),
-            tool_name: call.name.clone(),
-            input: call.arguments.clone(),
-            executing: true,
-            status: ToolCallStatus::Executing.into(),
-            correlation: Some(call.correlation.clone()),
-        };
+        let started = call.execution_started(ToolCallStatus::Executing);
         self.append(run_request, started).await;
     }
 }

@@ -235,40 +235,10 @@ impl<'a> ActiveRun<'a> {
         answer.send(output).is_ok()
     }
 
-    /// Takes the call `tool_call_id` that waits for a person's decision; `None` when no call of
-    /// this run waits under that id (unknown, decided already, or not an `approval: ask` one).
-    pub(crate) fn take_approval_wait(
-        &mut self,
-        tool_call_id: &str,
-    ) -> Option<approval::ApprovalWait> {
-        let at =
-            (self.approval_waits.iter()).position(|wait| wait.call.tool_call_id == tool_call_id)?;
-        Some(self.approval_waits.swap_remove(at))
-    }
-
-    /// Lets the calls of the tool step run once none of them waits for a decision.
-    pub(crate) fn open_step_if_decided(&mut self) {
-        if self.approval_waits.is_empty()
-            && let Some(gate) = self.step_gate.take()
-        {
-            let _ = gate.send(true);
-        }
-    }
-
-    /// The request this run answers.
-    pub(crate) fn request_id_arc(&self) -> Arc<str> {
-        Arc::clone(&self.request_id)
-    }
-
     /// Fails every client tool call still waiting: its client will not answer (it closed its
     /// input or asked to shut down).
     pub fn abandon_client_tools(&mut self) {
         self.client_waits.clear();
-    }
-
-    /// The calls waiting for a decision, taken (see [`Session::decide`]).
-    pub(crate) fn take_approval_waits(&mut self) -> Vec<approval::ApprovalWait> {
-        std::mem::take(&mut self.approval_waits)
     }
 
     fn survive(

@@ -7,7 +7,8 @@ use reel_proto::chat::{
     ChatProviderCallFinished, ChatProviderCallMetadataUpdated, ChatProviderCallRetrying,
     ChatProviderCallStarted, ChatReasoningDelta, ChatReasoningSegmentStarted,
     ChatReasoningSignature, ChatRunWarning, ChatTextDelta, ChatTextSegmentStarted,
-    ChatToolArgumentsDelta, ChatToolCallRequested, ChatToolCallStarted, CorrelationInfo, UsageInfo,
+    ChatToolArgumentsDelta, ChatToolCallRequested, ChatToolCallStarted, ChatToolExecutionStarted,
+    CorrelationInfo, UsageInfo,
 };
 
 use crate::{
@@ -61,6 +62,21 @@ pub(super) struct RequestedTool {
     pub(super) correlation: CorrelationInfo,
     /// The ordinal of its `ChatToolCallRequested`: the call's place for good.
     pub(super) requested_ordinal: u64,
+}
+
+impl RequestedTool {
+    /// The event that starts the call's execution, with `status` (executing, awaiting_client).
+    pub(super) fn execution_started(&self, status: ToolCallStatus) -> ChatToolExecutionStarted {
+        ChatToolExecutionStarted {
+            message_id: self.message_id.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+            tool_name: self.name.clone(),
+            input: self.arguments.clone(),
+            executing: true,
+            status: status.into(),
+            correlation: Some(self.correlation.clone()),
+        }
+    }
 }
 
 impl CallState {

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use futures::{FutureExt, stream::FuturesUnordered};
-use reel_proto::chat::{ChatToolCallFinished, ChatToolExecutionStarted, ChatToolResultReady};
+use reel_proto::chat::{ChatToolCallFinished, ChatToolResultReady};
 use tokio::sync::{oneshot, watch};
 
 use super::{
@@ -33,8 +33,12 @@ impl Session {
         let rid = Arc::clone(&run.request_id);
         let tools = run.tools;
         let running = FuturesUnordered::new();
-        // No call of the step starts while one of them waits for a person's decision.
-        let (gate, gated) = watch::channel(false);
+        // Only a host that reads requests (stdin RPC, serve) can be sent a decision.
+        let by_request = run.approver.is_none() && run.tool_client;
+        // No call of the step starts while one of them waits for a person's decision; a step
+        // whose calls cannot wait has no gate.
+        let gated_step = by_request && requested.iter().any(|c| tools.asks_approval(&c.name));
+        let (gate, gated) = watch::channel(!gated_step);
         let mut requested = requested.into_iter();
         while let Some(call) = requested.next() {
             let context = ToolCallContext::new(
@@ -48,8 +52,6 @@ impl Session {
             // A call waiting for an `approve` request starts when it is decided (see decide).
             let asks = !matches!(execution, Execution::Ready(_)) && tools.asks_approval(&call.name);
             let mut waits = false;
-            // Only a host that reads requests (stdin RPC, serve) can be sent a decision.
-            let by_request = run.approver.is_none() && run.tool_client;
             if asks && by_request && matches!(execution, Execution::Running(_)) {
                 if let Some(verdict) = self.ask_by_request(run, &call).await {
                     waits = true;
@@ -93,17 +95,8 @@ impl Session {
                 Execution::Client(_) => ToolCallStatus::AwaitingClient,
                 _ => ToolCallStatus::Executing,
             };
-            let started = ChatToolExecutionStarted {
-                message_id: call.message_id.clone(),
-                tool_call_id: call.tool_call_id.clone(),
-                tool_name: call.name.clone(),
-                input: call.arguments.clone(),
-                executing: true,
-                status: status.into(),
-                correlation: Some(call.correlation.clone()),
-            };
             if !waits {
-                self.append(&rid, started).await;
+                self.append(&rid, call.execution_started(status)).await;
             }
             let slot = run.executing.len();
             let done = move |output| ToolDone { slot, output };
@@ -128,7 +121,7 @@ impl Session {
                 }
             };
             // A call waiting for a decision passes the gate itself, after it (see above).
-            let future = if waits {
+            let future = if waits || !gated_step {
                 future
             } else {
                 let mut gated = gated.clone();
@@ -142,8 +135,10 @@ impl Session {
             run.executing.push(Some(call));
             running.push(future);
         }
-        run.step_gate = Some(gate);
-        run.open_step_if_decided();
+        if gated_step {
+            run.step_gate = Some(gate);
+            run.open_step_if_decided();
+        }
         // The tools have not started (their futures are not polled yet): they run only once
         // the log that says so is stored, since their side effects cannot be taken back.
         run.phase = match self.storage_holds().await {
