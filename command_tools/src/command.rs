@@ -33,7 +33,7 @@ pub struct CommandTool {
 }
 
 impl CommandTool {
-    /// Runs the command with `arguments` on stdin, as the call `context` (see [`CALL_VARIABLES`]).
+    /// Runs the command with `arguments` on stdin, as the call `context` (see `call_variables`).
     pub async fn run(&self, arguments: &str, context: &ToolCallContext) -> ToolOutput {
         let Some(program) = self.argv.first() else {
             return ToolOutput::error("the tool has an empty command");
@@ -140,25 +140,13 @@ impl CommandTool {
 
 /// The variables that tell a command tool which call it runs, set for every call: a tool with a
 /// side effect keys it on `REEL_IDEMPOTENCY_KEY`, the same when the call is run again.
-pub const CALL_VARIABLES: [&str; 4] = [
-    "REEL_SESSION_ID",
-    "REEL_RUN_ID",
-    "REEL_TOOL_CALL_ID",
-    "REEL_IDEMPOTENCY_KEY",
-];
-
 fn call_variables(context: &ToolCallContext) -> [(&'static str, &str); 4] {
-    let values = [
-        context.session_id.as_str(),
-        &context.run_id,
-        &context.tool_call_id,
-        &context.idempotency_key,
-    ];
-    let mut pairs = [("", ""); 4];
-    for ((pair, name), value) in pairs.iter_mut().zip(CALL_VARIABLES).zip(values) {
-        *pair = (name, value);
-    }
-    pairs
+    [
+        ("REEL_SESSION_ID", &context.session_id),
+        ("REEL_RUN_ID", &context.run_id),
+        ("REEL_TOOL_CALL_ID", &context.tool_call_id),
+        ("REEL_IDEMPOTENCY_KEY", &context.idempotency_key),
+    ]
 }
 
 impl ToolService for CommandTool {

@@ -10,5 +10,5 @@
 mod command;
 mod guard;
 
-pub use command::{CALL_VARIABLES, CommandTool};
+pub use command::CommandTool;
 pub use guard::run_tool_guard;

@@ -141,6 +141,20 @@ impl RpcClient {
             .collect()
     }
 
+    /// The first entity of `kind` in the snapshot request `rid` was answered with.
+    pub fn snapshot_entity(&self, rid: &str, kind: &str) -> serde_json::Value {
+        let snapshot = self
+            .frames
+            .iter()
+            .find(|f| f.line.request_id == rid && f.json.get("snapshot").is_some())
+            .expect("the snapshot");
+        let entities = snapshot.json["snapshot"]["entities"].as_array().unwrap();
+        (entities.iter())
+            .find(|e| e["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} entity in the snapshot"))
+            .clone()
+    }
+
     fn texts(&self) -> Vec<&str> {
         self.frames.iter().map(|f| f.text.as_str()).collect()
     }

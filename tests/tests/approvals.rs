@@ -97,17 +97,7 @@ fn a_call_waits_for_approve_and_runs_once_when_allowed() {
     // While it waits: a snapshot shows the call awaiting approval.
     client.send(r#"{"requestId":"p1","snapshot":{}}"#);
     assert_eq!(client.done_of("p1"), "ok");
-    let snapshot = client
-        .frames
-        .iter()
-        .find(|f| f.line.request_id == "p1" && f.json.get("snapshot").is_some())
-        .expect("the snapshot");
-    let call = snapshot.json["snapshot"]["entities"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["kind"] == "ChatToolCall")
-        .expect("the tool call entity");
+    let call = client.snapshot_entity("p1", "ChatToolCall");
     assert_eq!(call["payload"]["status"], "awaiting_approval");
 
     // Bad decisions and unknown calls are refused, and nothing is appended.

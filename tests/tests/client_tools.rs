@@ -69,17 +69,7 @@ fn a_stdin_rpc_client_answers_a_client_tool_and_the_run_continues_with_its_resul
     // While the run waits, a snapshot is answered at once.
     client.send(r#"{"requestId":"p1","snapshot":{}}"#);
     assert_eq!(client.done_of("p1"), "ok");
-    let snapshot = client
-        .frames
-        .iter()
-        .find(|f| f.line.request_id == "p1" && f.json.get("snapshot").is_some())
-        .expect("the snapshot");
-    let call = snapshot.json["snapshot"]["entities"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["kind"] == "ChatToolCall")
-        .expect("the tool call entity");
+    let call = client.snapshot_entity("p1", "ChatToolCall");
     assert_eq!(call["payload"]["status"], "awaiting_client");
 
     client.send(r#"{"requestId":"t1","toolResult":{"toolCallId":"call_ask","result":"Oslo"}}"#);
