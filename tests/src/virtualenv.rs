@@ -8,14 +8,18 @@ use std::{
     process::Command,
 };
 
-/// The cargo target directory these tests run from.
+/// The cargo target directory these tests run from (`target/`, the parent of the profile's
+/// directory that holds the test executable). It does not need the `reel` binary: the
+/// set-up step (`tools/setup-tests`) prepares the packages before anything else is built.
 pub fn target_dir() -> PathBuf {
-    let binary = crate::reel_binary();
-    binary
-        .parent()
-        .and_then(Path::parent)
-        .expect("the binary is in target/PROFILE")
-        .to_path_buf()
+    let mut dir = std::env::current_exe().expect("test executable path");
+    dir.pop();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir.parent()
+        .map(Path::to_path_buf)
+        .expect("the test executable is in target/PROFILE")
 }
 
 /// Builds the virtualenv at `venv` unless a complete one is there, running `pip install`
