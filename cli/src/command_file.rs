@@ -190,6 +190,13 @@ pub struct ToolDeclaration {
     /// decided `expired` and not run; no limit by default.
     #[serde(default, with = "optional_duration")]
     pub approval_timeout: Option<std::time::Duration>,
+    /// What becomes of a call whose process ended before it finished: `fail` (default), `retry`
+    /// (runs it again with the same idempotency key; only with `idempotent: true`) or `ask`.
+    #[serde(default)]
+    pub on_interrupted: reel_engine::OnInterrupted,
+    /// The tool does a repeated call's side effect once (it reads REEL_IDEMPOTENCY_KEY).
+    #[serde(default)]
+    pub idempotent: bool,
 }
 
 /// A duration written as people write them (`90s`, `24h`), optional.

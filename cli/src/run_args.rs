@@ -26,6 +26,26 @@ pub enum OutputMode {
     EventCounts,
 }
 
+/// A person's decision on a tool call (`--decision`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum Decision {
+    AllowOnce,
+    /// Allowed, and not asked again for this tool in the session.
+    AllowAlways,
+    RejectOnce,
+}
+
+impl From<Decision> for reel_engine::ApprovalOption {
+    fn from(decision: Decision) -> Self {
+        match decision {
+            Decision::AllowOnce => Self::AllowOnce,
+            Decision::AllowAlways => Self::AllowAlways,
+            Decision::RejectOnce => Self::RejectOnce,
+        }
+    }
+}
+
 /// Model backends this build has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ProviderName {
@@ -128,6 +148,16 @@ pub struct RunCommandArgs {
     /// Continue the stored session named by --session-id.
     #[arg(long, requires = "session_id")]
     pub resume: bool,
+    /// Decide on the call CALL_ID that the resumed session's run waits on (an `approval: ask`
+    /// tool's call; see the snapshot's awaiting_approval calls), then continue the run.
+    #[arg(long, value_name = "CALL_ID", requires_all = ["resume", "decision"], conflicts_with = "stdin_rpc")]
+    pub approve: Option<String>,
+    /// The decision --approve records.
+    #[arg(long, value_enum, requires = "approve")]
+    pub decision: Option<Decision>,
+    /// Words the model reads with a reject_once decision.
+    #[arg(long, value_name = "TEXT", requires = "approve")]
+    pub decision_message: Option<String>,
     /// Take the session over even if another process seems to hold it (a process on another
     /// machine or container whose heartbeat has not expired yet, or one that hangs). That
     /// process's next write fails and it stops. Use it only when you know the holder is gone.

@@ -14,7 +14,9 @@ use anyhow::Context;
 use std::{ffi::OsString, time::Duration};
 
 use reel_command_tools::CommandTool;
-use reel_engine::{DEFAULT_MAX_ITERATIONS, Tool, ToolDefinition, ToolExecutor, Toolbox};
+use reel_engine::{
+    DEFAULT_MAX_ITERATIONS, OnInterrupted, Tool, ToolDefinition, ToolExecutor, Toolbox,
+};
 
 use crate::command_file::{CommandFile, ExecutorDeclaration};
 
@@ -86,6 +88,12 @@ pub fn build(
                     }))
                 }
             };
+            if declared.on_interrupted == OnInterrupted::Retry && !declared.idempotent {
+                return Err(anyhow::anyhow!(
+                    "tool {:?}: on_interrupted: retry runs a call again after its process ended in the middle of it, which only a tool that does a repeated call's side effect once may do: declare it idempotent: true (it reads REEL_IDEMPOTENCY_KEY), or choose fail or ask",
+                    declared.name
+                ));
+            }
             Ok(Tool {
                 definition: ToolDefinition {
                     name: declared.name.clone(),
@@ -95,6 +103,7 @@ pub fn build(
                 executor,
                 approval: declared.approval,
                 approval_timeout: declared.approval_timeout,
+                on_interrupted: declared.on_interrupted,
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

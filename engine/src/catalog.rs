@@ -11,7 +11,7 @@ use reel_proto::{Any, rpc::SnapshotEntity};
 use crate::{
     log::LogEntry,
     store::{SessionState, StoreError},
-    vocabulary::RunStatus,
+    vocabulary::{RunStatus, ToolCallStatus},
 };
 
 /// One row of `reel sessions`.
@@ -32,11 +32,39 @@ pub struct SessionSummary {
     pub last_run_status: String,
 }
 
+/// A session whose run waits for a person: a row of the inbox (`reel serve`'s
+/// `GET /v1/sessions?waiting=true`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct WaitingSession {
+    #[serde(flatten)]
+    pub summary: SessionSummary,
+    /// The calls that wait for a decision, in the order the model made them.
+    pub pending: Vec<PendingApproval>,
+}
+
+/// A tool call waiting for a person's decision.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PendingApproval {
+    /// What an `approve` request names (`callId`).
+    pub call_id: String,
+    pub tool_name: String,
+    /// The call's arguments, as the model wrote them (JSON text).
+    pub arguments: String,
+    /// When it was asked, in milliseconds since the Unix epoch.
+    pub asked_at_ms: u64,
+}
+
 /// Reading sessions from a store.
 #[async_trait::async_trait]
 pub trait SessionCatalog: Send + 'static {
     /// Every session, newest (most recently updated) first.
     async fn sessions(&mut self) -> Result<Vec<SessionSummary>, StoreError>;
+
+    /// The sessions whose run waits for a person's decision, newest first, with the calls
+    /// that wait.
+    async fn waiting(&mut self) -> Result<Vec<WaitingSession>, StoreError>;
 
     /// One session's summary, if the store holds it.
     async fn summary(&mut self, session_id: &str) -> Result<Option<SessionSummary>, StoreError>;
@@ -98,6 +126,49 @@ pub fn run_tally(events: &[Arc<LogEntry>]) -> (u64, Option<RunStatus>) {
         }
     }
     (runs, status)
+}
+
+/// How a batch of events changes a session's count of calls waiting for a person: whether a
+/// run ended in it (then nothing of that run waits any more: the count starts again from 0),
+/// and what the events after that add (+1 a question, -1 a decision).
+pub fn approval_tally(events: &[Arc<LogEntry>]) -> (bool, i64) {
+    let mut reset = false;
+    let mut delta = 0;
+    for entry in events {
+        match &entry.event {
+            Any::ChatToolApprovalRequested(_) => delta += 1,
+            // A remembered "allow always" answered no question.
+            Any::ChatToolApprovalDecided(decided) if !decided.remembered => delta -= 1,
+            Any::ChatRunFinished(_) | Any::ChatRunStopped(_) | Any::ChatRunFailed(_) => {
+                reset = true;
+                delta = 0;
+            }
+            _ => {}
+        }
+    }
+    (reset, delta)
+}
+
+/// The calls waiting for a decision among a session's tool call entities.
+pub fn pending_approvals(entities: &[SnapshotEntity]) -> Vec<PendingApproval> {
+    entities
+        .iter()
+        .filter_map(|entity| match &entity.payload {
+            Some(Any::ToolCallEntity(call))
+                if !entity.tombstone
+                    && ToolCallStatus::parse(&call.status)
+                        == Some(ToolCallStatus::AwaitingApproval) =>
+            {
+                Some(PendingApproval {
+                    call_id: call.tool_call_id.clone(),
+                    tool_name: call.tool_name.clone(),
+                    arguments: call.input.clone(),
+                    asked_at_ms: call.approval_requested_at_ms,
+                })
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The most characters of the first prompt a session's title keeps.

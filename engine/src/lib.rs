@@ -36,7 +36,10 @@ mod usage;
 mod vocabulary;
 
 pub use budget::{Budget, BudgetExceeded, BudgetScope, Budgets};
-pub use catalog::{SessionCatalog, SessionSummary, run_tally, session_title};
+pub use catalog::{
+    PendingApproval, SessionCatalog, SessionSummary, WaitingSession, approval_tally,
+    pending_approvals, run_tally, session_title,
+};
 pub use compaction::{ContextPolicy, PolicyError, plain_summary};
 pub use context::{
     ContextMessage, ContextReasoning, ContextRole, ContextToolCall, Conversation,
@@ -68,8 +71,9 @@ pub use store::{
 pub use stored_stream::{StoredStream, send_stored};
 pub use timeline::{OpenRun, QueuedPrompt, TimelineProjection};
 pub use tools::{
-    Approval, ApprovalRequest, Approver, DEFAULT_MAX_ITERATIONS, NO_TOOLS, Tool, ToolCallContext,
-    ToolChoice, ToolDefinition, ToolExecutor, ToolOutput, ToolService, Toolbox, ToolboxError,
+    Approval, ApprovalRequest, Approver, DEFAULT_MAX_ITERATIONS, NO_TOOLS, OnInterrupted, Tool,
+    ToolCallContext, ToolChoice, ToolDefinition, ToolExecutor, ToolOutput, ToolService, Toolbox,
+    ToolboxError,
 };
 pub use usage::{Pricing, UsageProjection, add_usage, cached_tokens, input_tokens};
 pub use vocabulary::{

@@ -15,8 +15,8 @@ use reel_proto::{Any, json::BackendEventRef};
 pub struct LogEntry {
     /// Position in the log, starting at 1, without gaps.
     pub ordinal: u64,
-    /// Wall-clock time of the append, in milliseconds since the Unix epoch. Informational only:
-    /// projections never read it, so replay is deterministic.
+    /// Wall-clock time of the append, in milliseconds since the Unix epoch. Stored with the
+    /// entry, so a projection that reads it (when a call asked for approval) replays the same.
     pub recorded_at_ms: u64,
     /// The event itself; its message name is the event name.
     pub event: Any,
@@ -86,7 +86,8 @@ pub fn ordinal_error(found: u64, expected: u64) -> String {
     }
 }
 
-fn now_ms() -> u64 {
+/// Milliseconds since the Unix epoch, now.
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)

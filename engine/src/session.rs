@@ -9,7 +9,10 @@ use std::sync::Arc;
 
 use reel_proto::{
     Any,
-    chat::{ChatProviderCallFinished, ChatRunFailed, ChatToolCallFinished, ChatToolResultReady},
+    chat::{
+        ChatProviderCallFinished, ChatRunFailed, ChatToolCallFinished, ChatToolResultReady,
+        ToolCallEntity,
+    },
     rpc::{DoneFrame, ErrorFrame, HelloFrame},
 };
 
@@ -23,6 +26,7 @@ use crate::{
     projection::Projection,
     store::SessionState,
     timeline::TimelineProjection,
+    tools::Toolbox,
     usage::UsageProjection,
     vocabulary::{
         DoneStatus, DropReason, ErrorCode, FinishClass, QueuedPromptKind, RunStatus,
@@ -115,10 +119,12 @@ impl Session {
     }
 
     /// Closes a run that the log shows as started and never ended: the process that ran it
-    /// died. It is closed by appending `ChatProviderCallFinished` (if a model call was open) and
+    /// died. A run that waits for a person's decision is not closed (it still waits), nor one
+    /// whose interrupted tool calls run again or ask whether to (see `on_interrupted`): the
+    /// host takes it up ([`Session::resume_waiting_run`]). It is closed by appending `ChatProviderCallFinished` (if a model call was open) and
     /// `ChatRunFailed` (`interrupted`), never by editing history; tool calls left without a
     /// result get an error result first. Returns whether there was one.
-    pub async fn close_interrupted_run(&mut self, request_id: &Arc<str>) -> bool {
+    pub async fn close_interrupted_run(&mut self, request_id: &Arc<str>, tools: &Toolbox) -> bool {
         // Prompts queued for the dead process never reached the model, and never will: a
         // follow-up is not run silently by another process. Its request ends here, stopped.
         let dropped = self
@@ -127,6 +133,15 @@ impl Session {
         for queued in dropped.iter().filter(|q| q.is(QueuedPromptKind::FollowUp)) {
             let rid: Arc<str> = Arc::from(queued.request_id.as_str());
             self.emit_done(&rid, DoneStatus::Stopped).await;
+        }
+        // A run waiting for a person is not interrupted: it goes on when a decision comes
+        // (see Session::resume_waiting_run).
+        if self.timeline.awaits_decision() {
+            return false;
+        }
+        // A tool step whose calls may run again (on_interrupted: retry or ask) goes on too.
+        if self.interrupted_step_goes_on(request_id, tools).await {
+            return false;
         }
         let Some(run) = self.timeline.open_run().cloned() else {
             // A compaction asked for between runs may have died in its summarization call.
@@ -153,24 +168,7 @@ impl Session {
         }
         // The model must see a result for every call it made, or the next call is refused.
         for call in self.timeline.unanswered_tool_calls() {
-            let result = ChatToolResultReady {
-                message_id: new_id(),
-                tool_call_id: call.tool_call_id.clone(),
-                tool_name: call.tool_name.clone(),
-                result: "interrupted: the process ended before the tool call finished".into(),
-                status: ToolResultStatus::Error.into(),
-                correlation: call.correlation.clone(),
-                is_error: true,
-            };
-            self.append(request_id, result).await;
-            let finished = ChatToolCallFinished {
-                message_id: call.message_id,
-                tool_call_id: call.tool_call_id,
-                tool_name: call.tool_name,
-                status: ToolCallStatus::Interrupted.into(),
-                correlation: call.correlation,
-            };
-            self.append(request_id, finished).await;
+            self.answer_interrupted(request_id, call).await;
         }
         let failed = ChatRunFailed {
             message_id: new_id(),
@@ -184,6 +182,29 @@ impl Session {
         };
         self.append(request_id, failed).await;
         true
+    }
+
+    /// Answers `call`, which its process left unfinished: an error result the model reads, and
+    /// its end, `interrupted`.
+    pub(crate) async fn answer_interrupted(&mut self, request_id: &Arc<str>, call: ToolCallEntity) {
+        let result = ChatToolResultReady {
+            message_id: new_id(),
+            tool_call_id: call.tool_call_id.clone(),
+            tool_name: call.tool_name.clone(),
+            result: "interrupted: the process ended before the tool call finished".into(),
+            status: ToolResultStatus::Error.into(),
+            correlation: call.correlation.clone(),
+            is_error: true,
+        };
+        self.append(request_id, result).await;
+        let finished = ChatToolCallFinished {
+            message_id: call.message_id,
+            tool_call_id: call.tool_call_id,
+            tool_name: call.tool_name,
+            status: ToolCallStatus::Interrupted.into(),
+            correlation: call.correlation,
+        };
+        self.append(request_id, finished).await;
     }
 
     /// Gives the session the id its client chose. Only a session with an empty log can change
@@ -375,6 +396,12 @@ impl Session {
             };
         }
         self.outputs.wait_committed(self.log.last_ordinal()).await
+    }
+
+    /// Whether a durable store keeps the session (and has not failed): only then can a run
+    /// wait for a person beyond this process.
+    pub fn is_durable(&self) -> bool {
+        self.outputs.has_durable() && !self.storage_failed()
     }
 
     /// Whether a durable sink has failed: continuing would lose data, so the session must end.

@@ -56,6 +56,9 @@ vocabulary! {
         Failed = "failed",
         Stopped = "stopped",
         Shutdown = "shutdown",
+        /// The run waits for a person's decision on a tool call and its process ended first:
+        /// it goes on when an `approve` reaches the session (in this process or another).
+        Waiting = "waiting",
     }
 }
 

@@ -120,6 +120,7 @@ async fn start_one(
             executor: ToolExecutor::Service(Arc::new(call)),
             approval: Default::default(),
             approval_timeout: None,
+            on_interrupted: Default::default(),
         });
     }
     Ok(tools)

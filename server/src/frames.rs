@@ -240,6 +240,7 @@ impl Sink for FramesSink {
                     if let (_, Some(status)) = run_tally(std::slice::from_ref(&committed.entry)) {
                         self.activity.run_is(status);
                     }
+                    self.activity.follow_approvals(&committed.entry.event);
                 }
                 // With nobody listening nothing is encoded: later subscribers read the store.
                 if self.frames.receiver_count() == 0 {

@@ -90,7 +90,7 @@ impl Hosted {
         let listeners = self.frames.upgrade().map_or(0, |f| f.receiver_count());
         self.is_loaded()
             && listeners == 0
-            && !self.activity.is_running()
+            && !self.activity.is_busy()
             && self.activity.idle_for() >= timeout
     }
 

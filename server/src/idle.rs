@@ -8,6 +8,7 @@ use std::{
 };
 
 use reel_engine::RunStatus;
+use reel_proto::Any;
 use tokio::time::Instant;
 
 /// When a session was last used.
@@ -17,6 +18,9 @@ pub struct Activity {
     last: AtomicU64,
     /// A run has started and not ended (a long tool call makes no frames, yet it is use).
     running: AtomicBool,
+    /// Tool calls asking a person, not yet decided: a run that waits for them is not use (it
+    /// waits in the store as well as here).
+    asking: AtomicU64,
 }
 
 impl Activity {
@@ -25,6 +29,7 @@ impl Activity {
             epoch: Instant::now(),
             last: AtomicU64::new(0),
             running: AtomicBool::new(false),
+            asking: AtomicU64::new(0),
         }
     }
 
@@ -37,6 +42,30 @@ impl Activity {
     /// Whether a run has started and not ended.
     pub fn is_running(&self) -> bool {
         self.running.load(Ordering::Relaxed)
+    }
+
+    /// Whether a run is going that does not just wait for a person's decision (a session
+    /// whose run waits for one may be evicted: the next decision loads it again).
+    pub fn is_busy(&self) -> bool {
+        self.is_running() && self.asking.load(Ordering::Relaxed) == 0
+    }
+
+    /// Counts the questions to a person `event` asks or settles.
+    pub fn follow_approvals(&self, event: &Any) {
+        match event {
+            Any::ChatToolApprovalRequested(_) => {
+                self.asking.fetch_add(1, Ordering::Relaxed);
+            }
+            Any::ChatToolApprovalDecided(decided) if !decided.remembered => {
+                // A decision continues a run, also one taken up from the store (whose start
+                // this process never saw).
+                self.running.store(true, Ordering::Relaxed);
+                let _ = self
+                    .asking
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            }
+            _ => {}
+        }
     }
 
     /// The session's newest run now stands at `status`.

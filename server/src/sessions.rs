@@ -10,7 +10,9 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Response},
 };
-use reel_engine::{ErrorCode, OutputKind, SessionSummary, StoredStream, check_session_id, new_id};
+use reel_engine::{
+    ErrorCode, OutputKind, PendingApproval, SessionSummary, StoredStream, check_session_id, new_id,
+};
 use reel_proto::json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -82,12 +84,34 @@ pub struct Page {
     after: Option<String>,
     /// Sessions per page: 1 to 1000 (default 100).
     limit: Option<usize>,
+    /// `true`: only the sessions whose run waits for a person's decision (an inbox), each with
+    /// its `pending` calls.
+    waiting: Option<Switch>,
+}
+
+/// A query switch: `true` or `false`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Switch {
+    True,
+    False,
+}
+
+/// A session of the list, with the calls it waits on when the inbox was asked for.
+#[derive(Serialize, ToSchema)]
+pub struct Listed {
+    #[serde(flatten)]
+    session: SessionSummary,
+    /// With `?waiting=true`: the tool calls that wait for a decision (send `approve` with one's
+    /// `call_id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pending: Option<Vec<PendingApproval>>,
 }
 
 /// One page of sessions, most recently used first.
 #[derive(Serialize, ToSchema)]
-pub struct SessionPage<'a> {
-    sessions: Vec<&'a SessionSummary>,
+pub struct SessionPage {
+    sessions: Vec<Listed>,
     /// The cursor of the next page (`?after=`); `null` on the last.
     next: Option<String>,
 }
@@ -109,11 +133,29 @@ pub async fn list_sessions(
 ) -> Result<Response, ApiError> {
     let limit = page.limit.unwrap_or(100).clamp(1, MAX_PAGE);
     let mut catalog = host.source().catalog().await?;
-    let sessions = catalog.sessions().await?;
+    let listed: Vec<Listed> = if page.waiting == Some(Switch::True) {
+        let waiting = catalog.waiting().await?;
+        waiting
+            .into_iter()
+            .map(|w| Listed {
+                session: w.summary,
+                pending: Some(w.pending),
+            })
+            .collect()
+    } else {
+        let sessions = catalog.sessions().await?;
+        sessions
+            .into_iter()
+            .map(|session| Listed {
+                session,
+                pending: None,
+            })
+            .collect()
+    };
     let start = match &page.after {
-        Some(after) => sessions
+        Some(after) => listed
             .iter()
-            .position(|s| &s.session_id == after)
+            .position(|l| &l.session.session_id == after)
             .map(|at| at + 1)
             .ok_or_else(|| {
                 ApiError::bad_request(
@@ -123,15 +165,12 @@ pub async fn list_sessions(
             })?,
         None => 0,
     };
-    let page: Vec<&SessionSummary> = sessions.iter().skip(start).take(limit).collect();
-    let next = (start + page.len() < sessions.len())
-        .then(|| page.last().map(|s| s.session_id.clone()))
+    let more = start + limit < listed.len();
+    let sessions: Vec<Listed> = listed.into_iter().skip(start).take(limit).collect();
+    let next = more
+        .then(|| sessions.last().map(|l| l.session.session_id.clone()))
         .flatten();
-    Ok(Json(SessionPage {
-        sessions: page,
-        next,
-    })
-    .into_response())
+    Ok(Json(SessionPage { sessions, next }).into_response())
 }
 
 /// A session and its whole timeline.

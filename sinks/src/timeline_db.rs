@@ -83,6 +83,9 @@ impl<S: LogStore> TimelineDbSink<S> {
                     let entry = &committed.entry;
                     self.state.timeline.fold(entry);
                     self.state.usage.apply(entry);
+                    // Snapshots carry the tools allowed for the session, like the session's own
+                    // state does.
+                    self.state.allowed_always.apply(entry);
                     if let Some(context) = &committed.context {
                         self.state.context = context.clone();
                         self.context_ordinal = entry.ordinal;
@@ -95,6 +98,10 @@ impl<S: LogStore> TimelineDbSink<S> {
                         Any::ChatRunFinished(_)
                         | Any::ChatRunStopped(_)
                         | Any::ChatRunFailed(_) => run_ended = true,
+                        // A question to a person may wait for days, and the store's entities
+                        // are what lists it (the inbox of reel serve): they are brought up to
+                        // date now, not at the run's end.
+                        Any::ChatToolApprovalRequested(_) => run_ended = true,
                         _ => {}
                     }
                     pending.push(Arc::clone(entry));

@@ -5,7 +5,7 @@
 
 use std::sync::LazyLock;
 
-use reel_engine::{Commit, RunStatus, StoreError, run_tally};
+use reel_engine::{Commit, RunStatus, StoreError, approval_tally, run_tally};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
 use crate::{
@@ -87,6 +87,7 @@ async fn end_commit(
             .map_err(db)?;
     }
     let (runs, status) = run_tally(&commit.events);
+    let (reset, asking) = approval_tally(&commit.events);
     sqlx::query(UPDATE_SESSION)
         .bind(to_i64(last))
         .bind(now_ms())
@@ -95,6 +96,8 @@ async fn end_commit(
         .bind(to_i64(runs))
         .bind(status.map(RunStatus::as_str))
         .bind(session_id)
+        .bind(reset)
+        .bind(asking)
         .execute(&mut *conn)
         .await
         .map_err(db)?;

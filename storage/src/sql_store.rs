@@ -8,10 +8,11 @@
 //! [`sql_store!`] implements the engine's `LogStore` and `SessionCatalog` for a store from the
 //! two: the shared SQL, and the backend's own pieces.
 
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
 
 use reel_engine::{
     Commit, LogEntry, LogStore, SessionCatalog, SessionState, SessionSummary, StoreError,
+    WaitingSession, pending_approvals,
 };
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{PgConnection, Row, SqliteConnection};
@@ -39,6 +40,17 @@ pub const SESSIONS: &str = "SELECT session_id, title, created_at, updated_at, la
 pub const SUMMARY: &str = "SELECT session_id, title, created_at, updated_at, last_ordinal, runs, last_run_status \
      FROM sessions WHERE session_id = $1";
 
+/// The sessions whose run waits for a person (the columns of [`SESSIONS`]).
+pub const WAITING_SESSIONS: &str = "SELECT session_id, title, created_at, updated_at, last_ordinal, runs, last_run_status \
+     FROM sessions WHERE pending_approvals > 0 ORDER BY updated_at DESC, session_id";
+
+/// Their tool call entities that may wait (the status is checked on the decoded payload), in
+/// each session's creation order: the session id, then the columns of [`ENTITIES`].
+pub const WAITING_CALLS: &str = "SELECT e.session_id, e.entity_id, e.kind, e.created_ordinal, e.last_event_ordinal, e.tombstone, e.payload_json \
+     FROM sessions s JOIN entities e ON e.session_id = s.session_id \
+     WHERE s.pending_approvals > 0 AND e.kind = 'ChatToolCall' AND e.payload_json LIKE '%awaiting_approval%' \
+     ORDER BY e.session_id, e.created_ordinal, e.entity_id";
+
 /// Up to `$3` events after ordinal `$2`.
 pub const EVENTS_PAGE: &str = "SELECT ordinal, payload_json, created_at FROM events \
      WHERE session_id = $1 AND ordinal > $2 ORDER BY ordinal LIMIT $3";
@@ -62,12 +74,16 @@ pub const PRUNE_SNAPSHOTS: &str = "DELETE FROM snapshots WHERE session_id = $1 A
      (SELECT min(ordinal) FROM (SELECT ordinal FROM snapshots WHERE session_id = $1 ORDER BY ordinal DESC LIMIT 2) AS newest)";
 
 /// What a commit changes in the session's row: its last ordinal, time, entities' ordinal,
-/// title (once), run count and newest run's status.
+/// title (once), run count, newest run's status, and how many calls wait for a person (from
+/// 0 again when a run ended, `$8`; then `$9` more or fewer; see `approval_tally`).
 pub const UPDATE_SESSION: &str = "UPDATE sessions SET \
      last_ordinal = CASE WHEN last_ordinal > $1 THEN last_ordinal ELSE $1 END, updated_at = $2, \
      entities_ordinal = coalesce($3, entities_ordinal), \
      title = CASE WHEN title = '' THEN coalesce($4, '') ELSE title END, \
-     runs = runs + $5, last_run_status = coalesce($6, last_run_status) WHERE session_id = $7";
+     runs = runs + $5, last_run_status = coalesce($6, last_run_status), \
+     pending_approvals = CASE WHEN (CASE WHEN $8 THEN 0 ELSE pending_approvals END) + $9 > 0 \
+     THEN (CASE WHEN $8 THEN 0 ELSE pending_approvals END) + $9 ELSE 0 END \
+     WHERE session_id = $7";
 
 /// The tables that hold a session, emptied by `remove` (its row last).
 const SESSION_TABLES: [&str; 5] = ["events", "entities", "snapshots", "turns", "sessions"];
@@ -249,6 +265,44 @@ macro_rules! sql_store {
                     .await
                     .map_err(|e| self.error(e))?;
                 Ok(rows.iter().map(|row| summary!(row)).collect())
+            }
+
+            async fn waiting(&mut self) -> Result<Vec<WaitingSession>, StoreError> {
+                let mut conn = self.conn.lock().await;
+                let sessions = sqlx::query(WAITING_SESSIONS)
+                    .fetch_all(&mut *conn)
+                    .await
+                    .map_err(|e| self.error(e))?;
+                let calls = sqlx::query(WAITING_CALLS)
+                    .fetch_all(&mut *conn)
+                    .await
+                    .map_err(|e| self.error(e))?;
+                drop(conn);
+                let mut entities: HashMap<String, Vec<SnapshotEntity>> = HashMap::new();
+                for row in &calls {
+                    let session_id: String = row.get(0);
+                    let entity = entity_from(
+                        &session_id,
+                        row.get(1),
+                        row.get(2),
+                        row.get(3),
+                        row.get(4),
+                        row.get(5),
+                        row.get(6),
+                    )?;
+                    entities.entry(session_id).or_default().push(entity);
+                }
+                Ok(sessions
+                    .iter()
+                    .map(|row| {
+                        let summary = summary!(row);
+                        let stored = entities.remove(&summary.session_id).unwrap_or_default();
+                        WaitingSession {
+                            pending: pending_approvals(&stored),
+                            summary,
+                        }
+                    })
+                    .collect())
             }
 
             async fn summary(

@@ -12,7 +12,7 @@
 //! as long as the statement's parameters, for each of them (quadratic in a multi-row INSERT).
 
 use futures::StreamExt;
-use reel_engine::{Commit, LogEntry, RunStatus, StoreError, run_tally};
+use reel_engine::{Commit, LogEntry, RunStatus, StoreError, approval_tally, run_tally};
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{
     Arguments, AssertSqlSafe, Either, Encode, Executor, Row, Sqlite, SqliteConnection, Type,
@@ -166,6 +166,7 @@ fn script(session_id: &str, commit: &Commit, last: u64) -> Result<Script, StoreE
         script.statement(PRUNE_SNAPSHOTS, &[Text(session_id)]);
     }
     let (runs, status) = run_tally(&commit.events);
+    let (reset, asking) = approval_tally(&commit.events);
     let values = [
         Int(to_i64(last)),
         Int(now),
@@ -174,6 +175,8 @@ fn script(session_id: &str, commit: &Commit, last: u64) -> Result<Script, StoreE
         Int(to_i64(runs)),
         MaybeText(status.map(RunStatus::as_str)),
         Text(session_id),
+        Int(i64::from(reset)),
+        Int(asking),
     ];
     script.statement(UPDATE_SESSION, &values);
     Ok(script)

@@ -3,7 +3,7 @@
 
 use reel_engine::{
     Commit, LogEntry, LogStore, SessionCatalog, SessionState, SessionSummary, StoreError, Turn,
-    TurnStore,
+    TurnStore, WaitingSession,
 };
 use reel_proto::rpc::SnapshotEntity;
 
@@ -188,6 +188,10 @@ impl TurnStore for TimelineStore {
 impl SessionCatalog for TimelineStore {
     async fn sessions(&mut self) -> Result<Vec<SessionSummary>, StoreError> {
         delegate!(self, store => store.sessions().await)
+    }
+
+    async fn waiting(&mut self) -> Result<Vec<WaitingSession>, StoreError> {
+        delegate!(self, store => store.waiting().await)
     }
 
     async fn summary(&mut self, session_id: &str) -> Result<Option<SessionSummary>, StoreError> {

@@ -10,6 +10,8 @@
 //   {"do": "prompt_and_cancel", "text": "...", "afterChunks": N}
 //                                              session/prompt, and session/cancel once N agent
 //                                              message chunks have come
+//   {"do": "wait_chunks", "count": N}          waits until N agent message chunks have come in
+//                                              all (a run the agent goes on with by itself)
 //   {"do": "list"}                             session/list
 //   {"do": "resume", "sessionId": "...", "cwd": "/abs"} session/resume (no replay)
 //   {"do": "fork", "cwd": "/abs"}             session/fork of the current session; the fork
@@ -92,6 +94,11 @@ await app.connectWith(stream, async (ctx) => {
           await chunksReached(already + step.afterChunks);
           await ctx.notify("session/cancel", { sessionId });
           result = await answer;
+          break;
+        }
+        case "wait_chunks": {
+          const now = updates.filter((u) => u.update.sessionUpdate === "agent_message_chunk").length;
+          if (now < step.count) await chunksReached(step.count);
           break;
         }
         case "list":

@@ -476,3 +476,72 @@ fn a_session_forks_resumes_and_closes() {
     );
     assert!(!update_kinds(&resumed).contains(&"user_message_chunk".to_owned()));
 }
+
+/// A session whose run waits for a person (its stdin-RPC process ended while it asked): when
+/// an editor loads it, the agent asks the editor (`session/request_permission`), and the
+/// answer continues the same run.
+#[test]
+fn loading_a_session_that_waits_for_a_person_asks_the_editor() {
+    let dir = fixture(SCRIPT);
+    let db = dir.path().join("t.db");
+    let mut rpc = reel_tests::RpcClient::start(&[
+        "run-command",
+        dir.path().join("agent.yaml").to_str().unwrap(),
+        "--rpc",
+        "--stdin-rpc",
+        "--timeline-db",
+        db.to_str().unwrap(),
+        "--session-id",
+        "waits",
+    ]);
+    rpc.send(r#"{"requestId":"s1","submit":{"prompt":"Where are you?"}}"#);
+    rpc.wait_for("the question", |f| {
+        f.ui_name() == Some("ChatToolApprovalRequested")
+    });
+    rpc.close_stdin();
+    assert_eq!(rpc.done_of("s1"), "waiting");
+    let (status, _, stderr) = rpc.finish();
+    assert!(status.success(), "{stderr}");
+
+    let cwd = dir.path().join("project").display().to_string();
+    let Some(report) = run(
+        json!({"permission": "allow_once", "steps": [
+            {"do": "load", "sessionId": "waits", "cwd": cwd},
+            {"do": "wait_chunks", "count": 2},
+        ]}),
+        dir.path(),
+    ) else {
+        return;
+    };
+    let permissions = report["permissions"].as_array().unwrap();
+    assert_eq!(permissions.len(), 1, "{report}");
+    assert_eq!(
+        permissions[0]["request"]["toolCall"]["toolCallId"],
+        "call_1"
+    );
+    // The replay's words, then the run's answer once the tool ran.
+    assert_eq!(
+        chunk_text(&report, "agent_message_chunk"),
+        "Let me check.You are in the project."
+    );
+    let events = events(dir.path(), "waits");
+    let started: Vec<&Any> = events
+        .iter()
+        .filter(|e| matches!(e, Any::ChatRunStarted(_)))
+        .collect();
+    assert_eq!(started.len(), 1, "the same run goes on");
+    let decided = events.iter().find_map(|e| match e {
+        Any::ChatToolApprovalDecided(d) => Some(d.decision.clone()),
+        _ => None,
+    });
+    assert_eq!(decided.as_deref(), Some("allowed"));
+    let result = events.iter().find_map(|e| match e {
+        Any::ChatToolResultReady(r) => Some(r.result.clone()),
+        _ => None,
+    });
+    assert!(result.unwrap().starts_with("ran in "), "the call ran");
+    assert!(
+        events.iter().any(|e| matches!(e, Any::ChatRunFinished(_))),
+        "the run ended"
+    );
+}

@@ -11,8 +11,8 @@ use std::{io::IsTerminal, panic::AssertUnwindSafe, path::Path, sync::Arc};
 
 use futures::FutureExt;
 use reel_engine::{
-    DoneStatus, ErrorCode, Fanout, RunOutcome, RunRequest, ServeConfig, ServeEnd, Session,
-    hello_frame, new_id, serve,
+    ApprovalOption, DoneStatus, ErrorCode, Fanout, RunOutcome, RunRequest, ServeConfig, ServeEnd,
+    Session, ToolCallStatus, hello_frame, new_id, serve,
 };
 use reel_sinks::{DebugFileSink, JsonlFrameSink};
 use tokio_util::sync::CancellationToken;
@@ -36,6 +36,8 @@ enum Ending {
     Failed,
     /// Stopped by a signal.
     Stopped,
+    /// The run waits for a person's decision (exit status 3).
+    Waiting,
 }
 
 pub async fn run(invocation: Invocation) -> u8 {
@@ -118,7 +120,17 @@ pub async fn run(invocation: Invocation) -> u8 {
         Ok(prepared) if args.stdin_rpc => {
             serve_stdin(session, prepared, cancel, persisted, args.resume).await
         }
-        Ok(prepared) => one_shot(session, prepared, &cancel).await,
+        Ok(prepared) => {
+            let decision = args
+                .approve
+                .clone()
+                .zip(args.decision)
+                .map(|(call, decision)| {
+                    let message = args.decision_message.clone().unwrap_or_default();
+                    (call, decision.into(), message)
+                });
+            one_shot(session, prepared, decision, &cancel).await
+        }
     };
     let failures = session.close().await;
     for failure in &failures {
@@ -127,6 +139,8 @@ pub async fn run(invocation: Invocation) -> u8 {
     match ending {
         Ending::Ok if failures.is_empty() => exit::OK,
         Ending::Ok | Ending::Failed => exit::FAILED,
+        Ending::Waiting if failures.is_empty() => exit::WAITING,
+        Ending::Waiting => exit::FAILED,
         Ending::Stopped => match signals.as_ref().and_then(SignalWatch::received) {
             Some(15) => exit::TERMINATED,
             Some(1) => exit::HUNG_UP,
@@ -200,15 +214,20 @@ fn debug_file(
         .with_context(|| format!("cannot create debug file {}", path.display()))
 }
 
+/// A decision `--approve` gives: the call, what was decided, the words the model reads.
+type GivenDecision = (String, ApprovalOption, String);
+
 /// One prompt, one run: snapshot, the run, the final snapshot, an error if it failed, done.
+/// With `decision` (`--approve`) the session's waiting run goes on instead of a new one.
 async fn one_shot(
     mut session: Session,
     prepared: Prepared,
+    decision: Option<GivenDecision>,
     cancel: &CancellationToken,
 ) -> (Session, Ending) {
     let rid: Arc<str> = Arc::from("");
     session.emit_snapshot(&rid).await;
-    session.close_interrupted_run(&rid).await;
+    session.close_interrupted_run(&rid, &prepared.tools).await;
     let mut prepared = prepared;
     if let Err(error) = start_tool_servers(&mut session, &mut prepared).await {
         return setup_failed(session, &error).await;
@@ -239,9 +258,75 @@ async fn one_shot(
         budgets: prepared.budgets,
         context_policy: prepared.context_policy,
     };
-    let outcome = AssertUnwindSafe(session.run(request, cancel))
-        .catch_unwind()
-        .await;
+    let waiting = session.timeline().awaits_decision();
+    let outcome = match (waiting, decision) {
+        (false, None) => {
+            // A run whose interrupted calls run again (on_interrupted: retry) goes on first.
+            let again = RunRequest {
+                prompt: String::new(),
+                system_prompt: request.system_prompt.clone(),
+                settings: request.settings.clone(),
+                context_policy: request.context_policy.clone(),
+                request_id: Arc::clone(&rid),
+                ..request
+            };
+            let earlier = match session.resume_waiting_run(again).await {
+                Some(mut run) => Some(
+                    AssertUnwindSafe(session.drive(&mut run, cancel))
+                        .catch_unwind()
+                        .await,
+                ),
+                None => None,
+            };
+            match earlier {
+                Some(Ok(RunOutcome::Finished)) | None => {
+                    AssertUnwindSafe(session.run(request, cancel))
+                        .catch_unwind()
+                        .await
+                }
+                Some(other) => other,
+            }
+        }
+        (true, Some(decision)) => {
+            let Some(mut run) = session.resume_waiting_run(request).await else {
+                return refuse(
+                    session,
+                    ErrorCode::NoActiveRequest,
+                    "nobody can decide here",
+                )
+                .await;
+            };
+            let (call, option, message) = decision;
+            if !session.decide_call(&mut run, &call, option, &message).await {
+                drop(run);
+                let message = format!(
+                    "no call {call:?} waits for a decision (unknown, or decided already); {}",
+                    waiting_calls(&session)
+                );
+                return refuse(session, ErrorCode::UnknownToolCall, &message).await;
+            }
+            AssertUnwindSafe(session.drive(&mut run, cancel))
+                .catch_unwind()
+                .await
+        }
+        (true, None) => {
+            let message = format!(
+                "a run of session {} waits for a person's decision, so it takes no new prompt; {}",
+                session.id(),
+                waiting_calls(&session)
+            );
+            tracing::error!("{message}");
+            session
+                .emit_error(&rid, ErrorCode::SessionBusy, &message, true)
+                .await;
+            session.emit_done(&rid, DoneStatus::Waiting).await;
+            return (session, Ending::Waiting);
+        }
+        (false, Some(_)) => {
+            let message = format!("no run of session {} waits for a decision", session.id());
+            return refuse(session, ErrorCode::NoActiveRequest, &message).await;
+        }
+    };
     session.emit_snapshot(&rid).await;
     let (done, ending) = match outcome {
         Ok(RunOutcome::Finished) => (DoneStatus::Ok, Ending::Ok),
@@ -260,6 +345,13 @@ async fn one_shot(
             (DoneStatus::Ok, Ending::Failed)
         }
         Ok(RunOutcome::Stopped) => (DoneStatus::Stopped, Ending::Stopped),
+        Ok(RunOutcome::Waiting) => {
+            tracing::warn!(
+                "the run waits for a person's decision: {}",
+                waiting_calls(&session)
+            );
+            (DoneStatus::Waiting, Ending::Waiting)
+        }
         Ok(RunOutcome::Failed(failure)) => {
             tracing::error!("the run failed: {}", failure.message);
             // A storage failure is reported once, as the terminal error the done brings.
@@ -286,6 +378,31 @@ async fn one_shot(
         ending
     };
     (session, ending)
+}
+
+/// A request the one-shot run cannot take: a terminal error, done `failed`, nothing appended.
+async fn refuse(mut session: Session, code: ErrorCode, message: &str) -> (Session, Ending) {
+    let none: Arc<str> = Arc::from("");
+    tracing::error!("{message}");
+    session.emit_error(&none, code, message, true).await;
+    session.emit_done(&none, DoneStatus::Failed).await;
+    (session, Ending::Failed)
+}
+
+/// The calls the session's run waits on, and how to decide on them.
+fn waiting_calls(session: &Session) -> String {
+    let calls: Vec<String> = session
+        .timeline()
+        .unanswered_tool_calls()
+        .into_iter()
+        .filter(|call| call.status == String::from(ToolCallStatus::AwaitingApproval))
+        .map(|call| format!("{} ({} {})", call.tool_call_id, call.tool_name, call.input))
+        .collect();
+    format!(
+        "waiting: {}; continue with `reel run-command FILE --session-id {} --resume --approve CALL_ID --decision allow_once|allow_always|reject_once`",
+        calls.join(", "),
+        session.id()
+    )
 }
 
 /// Starts the command's MCP servers: their tools join `prepared.tools`, and the event that
@@ -323,7 +440,7 @@ async fn serve_stdin(
     resumed: bool,
 ) -> (Session, Ending) {
     let none: Arc<str> = Arc::from("");
-    session.close_interrupted_run(&none).await;
+    session.close_interrupted_run(&none, &prepared.tools).await;
     let mut prepared = prepared;
     if let Err(error) = start_tool_servers(&mut session, &mut prepared).await {
         return setup_failed(session, &error).await;

@@ -80,7 +80,8 @@ impl OpenedSession {
     /// does), then appends what opening it announced.
     async fn ready(&mut self) {
         let none: Arc<str> = Arc::from("");
-        Box::pin(self.session.close_interrupted_run(&none)).await;
+        let tools = &self.runs.tools;
+        Box::pin(self.session.close_interrupted_run(&none, tools)).await;
         for event in std::mem::take(&mut self.runs.announcements) {
             self.session.append(&none, event).await;
         }

@@ -118,6 +118,7 @@ pub async fn serve(
         bound: false,
         active: None,
     };
+    Box::pin(server.take_up_waiting_run()).await;
     let end = server.serve(incoming, interrupt).await;
     (server.session, end)
 }
@@ -155,6 +156,14 @@ impl<'a> Server<'a> {
             }
             if interrupt.is_cancelled() {
                 return Box::pin(self.interrupted(draining.flatten())).await;
+            }
+            if draining.is_some()
+                && self
+                    .active
+                    .as_ref()
+                    .is_some_and(|run| self.may_suspend(run))
+            {
+                Box::pin(self.suspend(draining.clone().flatten())).await;
             }
             if draining.is_some() && self.active.is_none() {
                 return Box::pin(self.drained(draining.flatten())).await;
@@ -226,10 +235,12 @@ impl<'a> Server<'a> {
     }
 
     /// No more requests will be read: a client tool call still waiting can never be answered,
-    /// so it fails now instead of at its timeout; a call waiting for a decision is decided
-    /// `cancelled` (nobody can send an `approve` any more) and not run.
+    /// so it fails now instead of at its timeout. A call waiting for a decision waits on in
+    /// the store when the session is durable (the run is suspended, see [`Self::suspend`]);
+    /// without a store nobody could ever decide, so it is decided `cancelled` and not run.
     async fn stop_reading(&mut self, shutdown: Option<Arc<str>>) -> Option<Arc<str>> {
-        if let Some(run) = self.active.as_mut() {
+        let durable = self.session.is_durable();
+        if let Some(run) = self.active.as_mut().filter(|_| !durable) {
             run.abandon_client_tools();
             let run_request = Arc::clone(run.request_id());
             for wait in run.take_approval_waits() {
@@ -243,6 +254,41 @@ impl<'a> Server<'a> {
             self.drop_queue(rid, DropReason::Shutdown).await;
         }
         shutdown
+    }
+
+    /// Takes up the run the log shows waiting for a person's decision (its last process ended
+    /// while it waited): it waits here now, and the first `approve` continues it.
+    async fn take_up_waiting_run(&mut self) {
+        let request = self.run_request(Arc::from(""), String::new());
+        self.active = self.session.resume_waiting_run(request).await;
+    }
+
+    /// Whether `run` can do nothing until a person decides, and the store keeps it waiting
+    /// when this process ends.
+    fn may_suspend(&self, run: &ActiveRun<'_>) -> bool {
+        run.awaits_decision() && self.session.is_durable()
+    }
+
+    /// This process ends while the running submit waits for a person's decision: the run is
+    /// not ended, it waits in the store (the next process to open the session takes it up).
+    /// Its request gets what it made so far and `done` `waiting`; queued follow-ups are
+    /// dropped, as at a shutdown.
+    async fn suspend(&mut self, shutdown: Option<Arc<str>>) {
+        let Some(mut run) = self.active.take() else {
+            return;
+        };
+        run.abandon_client_tools();
+        let rid = Arc::clone(run.request_id());
+        let dropped_by = shutdown.unwrap_or_else(|| Arc::clone(&rid));
+        self.drop_queue(&dropped_by, DropReason::Shutdown).await;
+        if !rid.is_empty() {
+            self.session
+                .emit_snapshot_since(&rid, run.ordinal_before())
+                .await;
+            self.session.emit_done(&rid, DoneStatus::Waiting).await;
+        }
+        // Dropping the run drops its step: none of its calls has started.
+        drop(run);
     }
 
     /// Drops every queued prompt, while answering request `rid`; each follow-up's request gets
@@ -306,6 +352,11 @@ impl<'a> Server<'a> {
     /// failed, and done.
     async fn answer_submit(&mut self, run: &ActiveRun<'_>, outcome: &RunOutcome) {
         let rid = run.request_id();
+        if rid.is_empty() {
+            // A waiting run taken up again that no request continued (it expired, or was
+            // cancelled): its events are on the log, and no request is owed a done.
+            return;
+        }
         self.session
             .emit_snapshot_since(rid, run.ordinal_before())
             .await;
@@ -337,6 +388,14 @@ impl<'a> Server<'a> {
 
     async fn interrupted(&mut self, shutdown: Option<Arc<str>>) -> ServeEnd {
         let rid = shutdown.clone().unwrap_or_else(|| Arc::from(""));
+        if self
+            .active
+            .as_ref()
+            .is_some_and(|run| self.may_suspend(run))
+        {
+            // A signal does not end a run that waits for a person: it waits in the store.
+            self.suspend(Some(Arc::clone(&rid))).await;
+        }
         self.drop_queue(&rid, DropReason::Shutdown).await;
         self.stop_active().await;
         if let Some(rid) = shutdown {

@@ -121,7 +121,7 @@ impl<'a> Server<'a> {
             let message = "no run is waiting for a decision";
             return self.refuse(&rid, ErrorCode::NoActiveRequest, message).await;
         };
-        let Some(wait) = run.take_approval_wait(&approve.call_id) else {
+        if !run.waits_for(&approve.call_id) {
             let message = format!(
                 "no call {:?} waits for a decision (unknown, or decided already)",
                 approve.call_id
@@ -129,15 +129,16 @@ impl<'a> Server<'a> {
             return self
                 .refuse(&rid, ErrorCode::UnknownToolCall, &message)
                 .await;
-        };
-        let run_request = Arc::clone(run.request_id());
-        self.session
-            .decide(&run_request, wait, Some(option), &approve.message)
-            .await;
-        if let Some(run) = self.active.as_mut() {
-            run.open_step_if_decided();
         }
-        self.session.emit_done(&rid, DoneStatus::Ok).await;
+        // The first decision on a run taken up from the store continues it: the rest of the
+        // run is this request's, and its done is the run's end.
+        let continues = run.adopt(&rid);
+        self.session
+            .decide_call(run, &approve.call_id, option, &approve.message)
+            .await;
+        if !continues {
+            self.session.emit_done(&rid, DoneStatus::Ok).await;
+        }
         Next::Continue
     }
 
@@ -148,11 +149,17 @@ impl<'a> Server<'a> {
                 .await;
         }
         if let Some(run) = &self.active {
-            let message = format!(
-                "request {:?} is still running; wait for its done, or send followUp to run \
-                 this prompt after it",
-                run.request_id()
-            );
+            let message = if run.awaits_decision() {
+                "a run of this session waits for a decision on a tool call (see the snapshot's \
+                 awaiting_approval calls); send approve, or followUp to run this prompt after it"
+                    .to_owned()
+            } else {
+                format!(
+                    "request {:?} is still running; wait for its done, or send followUp to run \
+                     this prompt after it",
+                    run.request_id()
+                )
+            };
             return self.refuse(&rid, ErrorCode::SessionBusy, &message).await;
         }
         if let Some(message) = self.session_budget_spent() {
@@ -244,7 +251,13 @@ impl<'a> Server<'a> {
 
     /// Starts a run of `prompt` answering request `rid`.
     pub(super) async fn start_prompt(&mut self, rid: Arc<str>, prompt: String) {
-        let request = RunRequest {
+        let request = self.run_request(rid, prompt);
+        self.active = Some(self.session.start_run(request).await);
+    }
+
+    /// What a run answering request `rid` with `prompt` is made with.
+    pub(super) fn run_request(&self, rid: Arc<str>, prompt: String) -> RunRequest<'a> {
+        RunRequest {
             request_id: rid,
             prompt,
             system_prompt: self.config.system_prompt.clone(),
@@ -255,8 +268,7 @@ impl<'a> Server<'a> {
             approver: self.config.approver,
             budgets: self.config.budgets,
             context_policy: self.config.context_policy.clone(),
-        };
-        self.active = Some(self.session.start_run(request).await);
+        }
     }
 
     /// Why the session may make no more model calls, if it may not.

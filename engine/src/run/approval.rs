@@ -6,15 +6,15 @@
 //! gets the question as the `ChatToolApprovalRequested` frame; the call waits, as an
 //! [`ApprovalWait`], for an `approve` request, which [`Session::decide`] records.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use reel_proto::chat::{ChatToolApprovalDecided, ChatToolApprovalRequested};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use super::{ActiveRun, record::RequestedTool};
 use crate::{
     session::Session,
-    tools::{ApprovalRequest, ToolOutput},
+    tools::{ApprovalRequest, Execution, ToolOutput},
     vocabulary::{ApprovalDecision, ApprovalOption, ToolCallStatus},
 };
 
@@ -40,6 +40,13 @@ impl ActiveRun<'_> {
             .iter()
             .position(|wait| wait.call.tool_call_id == tool_call_id)?;
         Some(waits.swap_remove(at))
+    }
+
+    /// Whether the call `tool_call_id` of this run waits for a person's decision.
+    pub fn waits_for(&self, tool_call_id: &str) -> bool {
+        self.approval_waits
+            .iter()
+            .any(|wait| wait.call.tool_call_id == tool_call_id)
     }
 
     /// The calls waiting for a decision, taken (see [`Session::decide`]).
@@ -69,11 +76,17 @@ pub(super) enum Approved {
 
 impl Session {
     /// Asks the run's approver whether `call` may run (not when the person allowed its tool for
-    /// the session before); both the question and the answer go on the log.
-    pub(super) async fn approve(&mut self, run: &ActiveRun<'_>, call: &RequestedTool) -> Approved {
+    /// the session before); both the question (unless `asked_before`: a waiting run taken up
+    /// again) and the answer go on the log.
+    pub(super) async fn approve(
+        &mut self,
+        run: &ActiveRun<'_>,
+        call: &RequestedTool,
+        asked_before: bool,
+    ) -> Approved {
         let Some(approver) = run.approver else {
             return Approved::No(format!(
-                "not run: {} needs a person's approval (approval: ask) and nobody can be asked here; run it on a terminal, with --stdin-rpc (an approve request decides), in reel serve or in reel acp",
+                "not run: {} needs a person's approval (approval: ask) and nobody can be asked here; run it on a terminal, with --stdin-rpc (an approve request decides), with a timeline database (the run waits for reel approve), in reel serve or in reel acp",
                 call.name
             ));
         };
@@ -83,7 +96,9 @@ impl Session {
             self.append(&rid, decided).await;
             return Approved::Yes;
         }
-        self.append(&rid, requested(call)).await;
+        if !asked_before {
+            self.append(&rid, requested(call)).await;
+        }
         let answer = approver
             .ask(ApprovalRequest {
                 tool_call_id: &call.tool_call_id,
@@ -109,21 +124,29 @@ impl Session {
         }
     }
 
-    /// Puts `call`'s question on the log for a host with nobody to ask directly: the call then
-    /// waits for an `approve` request; the receiver gets the decision. `None` when the person
-    /// allowed its tool for the session before (the decision is appended at once).
+    /// Puts `call`'s question on the log (unless `asked_before`: a waiting run taken up again)
+    /// for a host with nobody to ask directly: the call then waits for an `approve` request;
+    /// the receiver gets the decision. `None` when the person allowed its tool for the session
+    /// before (the decision is appended at once).
     pub(super) async fn ask_by_request(
         &mut self,
         run: &mut ActiveRun<'_>,
         call: &RequestedTool,
+        asked_before: bool,
     ) -> Option<oneshot::Receiver<Verdict>> {
         let rid = Arc::clone(&run.request_id);
         if self.allowed_always.contains(&call.name) {
             let decided = decided(call, ApprovalDecision::Allowed, true, true);
             self.append(&rid, decided).await;
+            if asked_before {
+                self.append(&rid, call.execution_started(ToolCallStatus::Executing))
+                    .await;
+            }
             return None;
         }
-        self.append(&rid, requested(call)).await;
+        if !asked_before {
+            self.append(&rid, requested(call)).await;
+        }
         let (answer, verdict) = oneshot::channel();
         run.approval_waits.push(ApprovalWait {
             call: call.clone(),
@@ -167,12 +190,47 @@ impl Session {
         let _ = answer.send(verdict);
     }
 
+    /// Records a person's decision on the call `tool_call_id` of `run` that waits for one (see
+    /// [`Session::decide`]) and lets the step go on once none of its calls waits any more.
+    /// False, with nothing appended, when no call of the run waits under that id.
+    pub async fn decide_call(
+        &mut self,
+        run: &mut ActiveRun<'_>,
+        tool_call_id: &str,
+        option: ApprovalOption,
+        message: &str,
+    ) -> bool {
+        let Some(wait) = run.take_approval_wait(tool_call_id) else {
+            return false;
+        };
+        let run_request = Arc::clone(&run.request_id);
+        self.decide(&run_request, wait, Some(option), message).await;
+        run.open_step_if_decided();
+        true
+    }
+
     /// Records that nobody decided on `wait`'s call within its tool's `approval_timeout` (its
     /// future ended, not run).
     pub(super) async fn expire(&mut self, run_request: &Arc<str>, wait: ApprovalWait) {
         let decision = ApprovalDecision::Expired;
         self.record_decision(run_request, &wait.call, decision, false)
             .await;
+    }
+
+    /// A call whose question is on the log and that nobody here can decide on (its tool is gone
+    /// or cannot run, or the host can ask nobody): decided `cancelled`; what the model reads.
+    pub(super) async fn unaskable(
+        &mut self,
+        run: &ActiveRun<'_>,
+        call: &RequestedTool,
+    ) -> ToolOutput {
+        let rid = Arc::clone(&run.request_id);
+        self.record_decision(&rid, call, ApprovalDecision::Cancelled, false)
+            .await;
+        ToolOutput::error(format!(
+            "not run: nobody here can decide on this call of {}, or its tool cannot run any more",
+            call.name
+        ))
     }
 
     /// Appends the decision on `call`, then its `ChatToolExecutionStarted` (the call goes on,
@@ -191,8 +249,47 @@ impl Session {
     }
 }
 
+/// `execution` of a call waiting for a decision: it waits for `verdict` (at most the
+/// `(timeout, left)` of its tool's `approval_timeout`, `left` of it still to go), then for the
+/// step's gate, then runs; a refusal or an expiry is its output instead.
+pub(super) fn after_decision<'a>(
+    execution: Execution<'a>,
+    name: &str,
+    verdict: oneshot::Receiver<Verdict>,
+    timeout: Option<(Duration, Duration)>,
+    mut gated: watch::Receiver<bool>,
+) -> Execution<'a> {
+    let Execution::Running(work) = execution else {
+        return execution;
+    };
+    let name = name.to_owned();
+    Execution::Running(Box::pin(async move {
+        let verdict = match timeout {
+            Some((timeout, left)) => match tokio::time::timeout(left, verdict).await {
+                Ok(verdict) => verdict,
+                Err(_) => return expired(&name, timeout),
+            },
+            None => verdict.await,
+        };
+        if let Some(refused) = after_verdict(verdict) {
+            return refused;
+        }
+        let _ = gated.wait_for(|open| *open).await;
+        work.await
+    }))
+}
+
+/// What is left of `timeout` for a question asked at `asked_at_ms` (now: all of it).
+pub(super) fn remaining(timeout: Duration, asked_at_ms: Option<u64>) -> Duration {
+    let Some(asked_at_ms) = asked_at_ms else {
+        return timeout;
+    };
+    let waited = crate::log::now_ms().saturating_sub(asked_at_ms);
+    timeout.saturating_sub(Duration::from_millis(waited))
+}
+
 /// What the model reads of a call nobody decided on within `timeout`.
-pub(super) fn expired(name: &str, timeout: std::time::Duration) -> ToolOutput {
+fn expired(name: &str, timeout: std::time::Duration) -> ToolOutput {
     ToolOutput::error(format!(
         "not run: nobody decided on this call of {name} within {}",
         humanize(timeout)
@@ -221,6 +318,15 @@ fn requested(call: &RequestedTool) -> ChatToolApprovalRequested {
             .map(|o| String::from(*o))
             .collect(),
         correlation: Some(call.correlation.clone()),
+        interrupted: false,
+    }
+}
+
+/// The question whether `call`, interrupted once, runs again (`on_interrupted: ask`).
+pub(super) fn asked_again(call: &RequestedTool) -> ChatToolApprovalRequested {
+    ChatToolApprovalRequested {
+        interrupted: true,
+        ..requested(call)
     }
 }
 
@@ -235,9 +341,7 @@ fn declined(call: &RequestedTool, message: &str) -> String {
 }
 
 /// The output of a call that waited for a decision and got `verdict` (or none: the run ended).
-pub(super) fn after_verdict(
-    verdict: Result<Verdict, oneshot::error::RecvError>,
-) -> Option<ToolOutput> {
+fn after_verdict(verdict: Result<Verdict, oneshot::error::RecvError>) -> Option<ToolOutput> {
     match verdict {
         Ok(Verdict::Run) => None,
         Ok(Verdict::Refuse(why)) => Some(ToolOutput::error(why)),

@@ -44,6 +44,10 @@ impl Session {
     /// Appends the event that ends the run, after answering every tool call still without a
     /// result.
     pub(super) async fn end_run(&mut self, run: &mut ActiveRun<'_>, outcome: &RunOutcome) {
+        if *outcome == RunOutcome::Waiting {
+            // Not an end: the run waits in the store (no step returns it; Session::drive does).
+            return;
+        }
         run.phase = Phase::Idle;
         if run.kind == RunKind::Compaction {
             // A compaction between runs has no run events: its call's end is on the log.
@@ -104,6 +108,7 @@ impl Session {
                 };
                 self.append(&rid, event).await
             }
+            RunOutcome::Waiting => 0,
             RunOutcome::Failed(failure) => {
                 let event = ChatRunFailed {
                     message_id: new_id(),

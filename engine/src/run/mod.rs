@@ -257,6 +257,7 @@ mod compact;
 mod ending;
 mod outcome;
 mod record;
+mod resume;
 mod steering;
 mod tool_calls;
 
@@ -269,7 +270,21 @@ impl Session {
     /// log; cancelling `cancel` stops it promptly with `ChatRunStopped`.
     pub async fn run(&mut self, request: RunRequest<'_>, cancel: &CancellationToken) -> RunOutcome {
         let mut run = self.start_run(request).await;
+        self.drive(&mut run, cancel).await
+    }
+
+    /// Drives `run` until it ends, or until it waits for a person's decision that nobody here
+    /// can send ([`RunOutcome::Waiting`]: it waits in the store).
+    pub async fn drive(
+        &mut self,
+        run: &mut ActiveRun<'_>,
+        cancel: &CancellationToken,
+    ) -> RunOutcome {
         loop {
+            if run.awaits_decision() && !run.tool_client {
+                self.flush().await;
+                return RunOutcome::Waiting;
+            }
             // Take what is ready without waiting; before waiting, hand everything recorded so
             // far to the sinks, so readers see each delta as soon as it exists.
             let ready = if cancel.is_cancelled() {
@@ -283,16 +298,16 @@ impl Session {
                     self.flush().await;
                     tokio::select! {
                         biased;
-                        () = cancel.cancelled() => return self.stop_run(&mut run).await,
+                        () = cancel.cancelled() => return self.stop_run(run).await,
                         event = run.next_event() => event,
                     }
                 }
             };
-            if let Some(outcome) = self.step(&mut run, event).await {
+            if let Some(outcome) = self.step(run, event).await {
                 return outcome;
             }
             if let Some(failure) = self.durable_failure() {
-                return self.fail_run(&mut run, RunFailure::storage(&failure)).await;
+                return self.fail_run(run, RunFailure::storage(&failure)).await;
             }
         }
     }

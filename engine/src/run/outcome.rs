@@ -22,6 +22,10 @@ pub enum RunOutcome {
     /// A budget was spent before the next model call: the run ended there (`ChatRunFinished`
     /// with status `budget_exceeded`). A warning, not a failure.
     BudgetExceeded(BudgetExceeded),
+    /// The run waits for a person's decision on a tool call and nobody here can send one
+    /// (a one-shot run without a terminal): it has not ended; it waits in the store, and
+    /// `reel approve` (or any host of the session) continues it.
+    Waiting,
 }
 
 /// Why a run failed, as its error frame reports it.
@@ -71,6 +75,7 @@ impl RunOutcome {
             | RunOutcome::BudgetExceeded(_) => DoneStatus::Ok,
             RunOutcome::Stopped => DoneStatus::Stopped,
             RunOutcome::Failed(_) => DoneStatus::Failed,
+            RunOutcome::Waiting => DoneStatus::Waiting,
         }
     }
 

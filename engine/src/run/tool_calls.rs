@@ -14,7 +14,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::{
     ActiveRun, Phase, RequestedTool, RunFailure, RunOutcome, SyncWrapper, ToolDone,
-    approval::{Approved, after_verdict, expired},
+    approval::{Approved, after_decision, remaining},
 };
 use crate::{
     id::new_id,
@@ -23,6 +23,19 @@ use crate::{
     vocabulary::{ToolCallStatus, ToolResultStatus},
 };
 
+/// Where a call of a tool step stands when the step starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Arrival {
+    /// Just asked for by the model: nothing of its execution is on the log yet.
+    New,
+    /// Its question is on the log (`ChatToolApprovalRequested`, at `asked_at_ms`) and nobody
+    /// has decided: a waiting run taken up again.
+    Asked { asked_at_ms: u64 },
+    /// Its `ChatToolExecutionStarted` is on the log (decided, or it asked nobody) and it has
+    /// not run: a waiting run taken up again.
+    Started,
+}
+
 impl Session {
     /// Starts executing `requested`; the run waits for their results.
     pub(super) async fn start_tools<'a>(
@@ -30,17 +43,33 @@ impl Session {
         run: &mut ActiveRun<'a>,
         requested: Vec<RequestedTool>,
     ) {
+        let step = requested.into_iter().map(|c| (c, Arrival::New)).collect();
+        self.start_step(run, step).await;
+    }
+
+    /// Starts the calls of a tool step, each from where it stands; the run waits for their
+    /// results.
+    pub(super) async fn start_step<'a>(
+        &mut self,
+        run: &mut ActiveRun<'a>,
+        step: Vec<(RequestedTool, Arrival)>,
+    ) {
         let rid = Arc::clone(&run.request_id);
         let tools = run.tools;
         let running = FuturesUnordered::new();
-        // Only a host that reads requests (stdin RPC, serve) can be sent a decision.
-        let by_request = run.approver.is_none() && run.tool_client;
+        // Without an approver to ask, a call waits for an `approve` request: from the client
+        // of a host that reads requests (stdin RPC, serve), or, when the store keeps the
+        // session, from whoever opens it next (`reel approve`).
+        let by_request = run.approver.is_none() && (run.tool_client || self.is_durable());
         // No call of the step starts while one of them waits for a person's decision; a step
         // whose calls cannot wait has no gate.
-        let gated_step = by_request && requested.iter().any(|c| tools.asks_approval(&c.name));
+        let asking = |call: &RequestedTool, arrival: Arrival| {
+            tools.asks_approval(&call.name) || matches!(arrival, Arrival::Asked { .. })
+        };
+        let gated_step = by_request && step.iter().any(|(c, a)| asking(c, *a));
         let (gate, gated) = watch::channel(!gated_step);
-        let mut requested = requested.into_iter();
-        while let Some(call) = requested.next() {
+        let mut step = step.into_iter();
+        while let Some((call, arrival)) = step.next() {
             let context = ToolCallContext::new(
                 self.id(),
                 &call.correlation.run_id,
@@ -50,42 +79,43 @@ impl Session {
             let mut execution =
                 tools.execute(&call.name, &call.arguments, run.tool_client, context);
             // A call waiting for an `approve` request starts when it is decided (see decide).
-            let asks = !matches!(execution, Execution::Ready(_)) && tools.asks_approval(&call.name);
+            // One whose question is on the log asks whatever its tool says now (an interrupted
+            // call of an `on_interrupted: ask` tool asks whether it runs again).
+            let asks = !matches!(execution, Execution::Ready(_)) && asking(&call, arrival);
             let mut waits = false;
-            if asks && by_request && matches!(execution, Execution::Running(_)) {
-                if let Some(verdict) = self.ask_by_request(run, &call).await {
+            if matches!(arrival, Arrival::Asked { .. })
+                && !(asks && (by_request || run.approver.is_some()))
+            {
+                // Its tool is gone or cannot run (the command file changed while it waited),
+                // or nobody here can decide: it does not run unasked.
+                execution = Execution::Ready(self.unaskable(run, &call).await);
+            } else if asks && by_request && matches!(execution, Execution::Running(_)) {
+                let asked_at_ms = match arrival {
+                    Arrival::Asked { asked_at_ms } => Some(asked_at_ms),
+                    _ => None,
+                };
+                let verdict = match arrival {
+                    Arrival::Started => None,
+                    _ => self.ask_by_request(run, &call, asked_at_ms.is_some()).await,
+                };
+                if let Some(verdict) = verdict {
                     waits = true;
-                    let timeout = tools.approval_timeout(&call.name);
-                    let name = call.name.clone();
-                    let mut gated = gated.clone();
-                    execution = match execution {
-                        Execution::Running(work) => Execution::Running(Box::pin(async move {
-                            // The decision (or its expiry) first, then the step's gate.
-                            let verdict = match timeout {
-                                Some(timeout) => match tokio::time::timeout(timeout, verdict).await
-                                {
-                                    Ok(verdict) => verdict,
-                                    Err(_) => return expired(&name, timeout),
-                                },
-                                None => verdict.await,
-                            };
-                            if let Some(refused) = after_verdict(verdict) {
-                                return refused;
-                            }
-                            let _ = gated.wait_for(|open| *open).await;
-                            work.await
-                        })),
-                        other => other,
-                    };
+                    let timeout = tools
+                        .approval_timeout(&call.name)
+                        .map(|timeout| (timeout, remaining(timeout, asked_at_ms)));
+                    execution =
+                        after_decision(execution, &call.name, verdict, timeout, gated.clone());
                 }
-            } else if asks {
-                match self.approve(run, &call).await {
+            } else if asks && arrival != Arrival::Started {
+                match self.approve(run, &call, arrival != Arrival::New).await {
                     Approved::Yes => {}
                     Approved::No(why) => execution = Execution::Ready(ToolOutput::error(why)),
                     Approved::Cancelled => {
                         // Nothing more starts: this call and the ones after it are closed as
                         // the run ends, stopped.
-                        run.call.requested = std::iter::once(call).chain(requested).collect();
+                        run.call.requested = std::iter::once(call)
+                            .chain(step.map(|(call, _)| call))
+                            .collect();
                         run.phase = Phase::Halted(RunOutcome::Stopped);
                         return;
                     }
@@ -95,7 +125,7 @@ impl Session {
                 Execution::Client(_) => ToolCallStatus::AwaitingClient,
                 _ => ToolCallStatus::Executing,
             };
-            if !waits {
+            if !waits && arrival == Arrival::New {
                 self.append(&rid, call.execution_started(status)).await;
             }
             let slot = run.executing.len();

@@ -21,7 +21,7 @@ use reel_proto::{
 use crate::{
     log::LogEntry,
     projection::Projection,
-    vocabulary::{FinishClass, MessageStatus, ToolCallStatus},
+    vocabulary::{CallPurpose, FinishClass, MessageStatus, ToolCallStatus},
 };
 
 mod archive;
@@ -80,6 +80,9 @@ pub struct OpenRun {
     pub correlation: Option<CorrelationInfo>,
     /// Whether a model call of the run is in progress.
     pub call_open: bool,
+    /// The reply calls the run has made (what its max iterations counts).
+    #[serde(default)]
+    pub reply_calls: u32,
 }
 
 impl TimelineProjection {
@@ -116,6 +119,7 @@ impl TimelineProjection {
                             ToolCallStatus::Pending
                                 | ToolCallStatus::Executing
                                 | ToolCallStatus::AwaitingClient
+                                | ToolCallStatus::AwaitingApproval
                         )
                     ) =>
                 {
@@ -124,6 +128,15 @@ impl TimelineProjection {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Whether the open run waits for a person's decision: its tool step has a call whose
+    /// question is on the log and nobody has decided (the process that ran it ended first).
+    pub fn awaits_decision(&self) -> bool {
+        self.open_run.as_ref().is_some_and(|run| !run.call_open)
+            && self.unanswered_tool_calls().iter().any(|call| {
+                ToolCallStatus::parse(&call.status) == Some(ToolCallStatus::AwaitingApproval)
+            })
     }
 
     /// The timeline as of [`Self::last_ordinal`].
@@ -207,6 +220,7 @@ impl TimelineProjection {
                     message_id: run.message_id.clone(),
                     correlation: run.correlation.clone(),
                     call_open: false,
+                    reply_calls: 0,
                 });
                 out.push(&entry.event);
             }
@@ -214,6 +228,9 @@ impl TimelineProjection {
                 self.call = call.correlation.clone();
                 if let Some(run) = &mut self.open_run {
                     run.call_open = true;
+                    if CallPurpose::parse(&call.purpose) != Some(CallPurpose::Summary) {
+                        run.reply_calls += 1;
+                    }
                 }
                 out.push(&entry.event);
             }
@@ -288,6 +305,7 @@ impl TimelineProjection {
                 self.update_tool_call(&t.message_id, entry.ordinal, |call| {
                     call.input.clone_from(&t.input);
                     call.status = ToolCallStatus::Pending.into();
+                    call.requested_ordinal = entry.ordinal;
                 });
                 out.push(&entry.event);
             }
@@ -295,6 +313,7 @@ impl TimelineProjection {
                 if let Some(message_id) = self.tool_calls.get(&a.tool_call_id).cloned() {
                     self.update_tool_call(&message_id, entry.ordinal, |call| {
                         call.status = ToolCallStatus::AwaitingApproval.into();
+                        call.approval_requested_at_ms = entry.recorded_at_ms;
                     });
                 }
                 out.push(&entry.event);

@@ -100,6 +100,22 @@ pub struct Tool {
     /// How long a call waits for a person's decision before it is decided `expired` (and not
     /// run); `None` waits as long as it takes.
     pub approval_timeout: Option<Duration>,
+    /// What becomes of a call that started and whose process ended before it finished.
+    pub on_interrupted: OnInterrupted,
+}
+
+/// What becomes of a call that started and whose process ended before it finished (its
+/// side effect may or may not have happened), when the session is opened again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnInterrupted {
+    /// It is recorded interrupted, and the model reads that.
+    #[default]
+    Fail,
+    /// It runs again with the same idempotency key (for a tool declared `idempotent`).
+    Retry,
+    /// A person decides whether it runs again: a durable approval.
+    Ask,
 }
 
 /// What a tool call returned, as the model will read it.
@@ -232,6 +248,15 @@ impl Toolbox {
         Ok(Self::new(tools, self.max_iterations)?.with_first_call(self.first_call))
     }
 
+    /// What becomes of an interrupted call of `name` (see [`Tool::on_interrupted`]); an unknown
+    /// tool's call fails.
+    pub fn on_interrupted(&self, name: &str) -> OnInterrupted {
+        self.tools
+            .iter()
+            .find(|t| t.definition.name == name)
+            .map_or(OnInterrupted::Fail, |t| t.on_interrupted)
+    }
+
     /// How long a call of `name` may wait for a decision (see [`Tool::approval_timeout`]).
     pub fn approval_timeout(&self, name: &str) -> Option<Duration> {
         let tool = self.tools.iter().find(|t| t.definition.name == name)?;
@@ -310,6 +335,7 @@ mod tests {
         Tool {
             approval: Approval::Never,
             approval_timeout: None,
+            on_interrupted: OnInterrupted::Fail,
             definition: ToolDefinition {
                 name: name.into(),
                 description: String::new(),
