@@ -54,6 +54,9 @@ pub struct PendingApproval {
     pub arguments: String,
     /// When it was asked, in milliseconds since the Unix epoch.
     pub asked_at_ms: u64,
+    /// When it is decided `expired` if nobody decides first (its tool's approval_timeout);
+    /// `null` when it waits as long as it takes.
+    pub expires_at_ms: Option<u64>,
 }
 
 /// Reading sessions from a store.
@@ -164,6 +167,7 @@ pub fn pending_approvals(entities: &[SnapshotEntity]) -> Vec<PendingApproval> {
                     tool_name: call.tool_name.clone(),
                     arguments: call.input.clone(),
                     asked_at_ms: call.approval_requested_at_ms,
+                    expires_at_ms: Some(call.approval_expires_at_ms).filter(|at| *at > 0),
                 })
             }
             _ => None,

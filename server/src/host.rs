@@ -217,6 +217,14 @@ impl Host {
         }))
     }
 
+    /// Whether session `id` is loaded here now.
+    pub fn is_loaded(&self, id: &str) -> bool {
+        self.slots()
+            .get(id)
+            .and_then(|slot| slot.get())
+            .is_some_and(|hosted| hosted.is_loaded())
+    }
+
     /// What is loaded now, for the metrics.
     pub fn census(&self) -> Census {
         let slots = self.slots();

@@ -15,6 +15,7 @@ mod api;
 mod auth;
 mod connections;
 mod error;
+mod expiry;
 mod export;
 mod forward;
 mod frame_queue;
@@ -129,6 +130,7 @@ pub async fn serve(
     let idle_timeout = options.idle_timeout;
     let sweeper =
         tokio::spawn(async move { sweeping.evict_idle_until_stopped(idle_timeout).await });
+    let expirer = tokio::spawn(expiry::expire_approvals_until_stopped(Arc::clone(&host)));
     let app = Router::new()
         .route("/healthz", get(openapi::health))
         .merge(page::routes())
@@ -171,5 +173,6 @@ pub async fn serve(
     connections.close_all();
     connections.ended().await;
     sweeper.abort();
+    expirer.abort();
     Ok(())
 }

@@ -11,6 +11,7 @@ use std::{
 };
 
 pub mod acp_client;
+pub mod approval_fixture;
 #[cfg(test)]
 mod cli_modules;
 pub mod jetstream;

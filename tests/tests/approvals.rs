@@ -8,28 +8,17 @@ use std::path::{Path, PathBuf};
 
 use reel_proto::Any;
 use reel_tests::{
-    FrameLine, PageDriver, RpcClient, TimelineDb, assert_request_scoped, served::Served, write_file,
+    FrameLine, PageDriver, RpcClient, TimelineDb,
+    approval_fixture::{runs, send_command},
+    assert_request_scoped,
+    served::Served,
+    write_file,
 };
 use serde_json::Value;
 
-/// A command whose model calls `send` (approval: ask; each run appends a line to `count`),
-/// then shows the conversation it was given.
+/// The shared command (see [`send_command`]), with no extra settings.
 fn command(dir: &Path) -> (String, PathBuf) {
-    let count = dir.join("count");
-    let script = write_file(
-        dir,
-        "script.yaml",
-        "turns:\n  - - tool_call: {id: c1, name: send, arguments: {to: team}}\n  - - echo_context\n",
-    );
-    let cmd = write_file(
-        dir,
-        "command.yaml",
-        &format!(
-            "name: t\ndescription: t\nprompt: go\nprovider:\n  script: {script}\ntools:\n  - name: send\n    description: Sends a mail.\n    approval: ask\n    executor:\n      command: [sh, -c, 'echo sent >> {}; echo sent']\n",
-            count.display()
-        ),
-    );
-    (cmd, count)
+    send_command(dir, "")
 }
 
 fn start(cmd: &str) -> RpcClient {
@@ -40,12 +29,6 @@ fn start(cmd: &str) -> RpcClient {
         "--stdin-rpc",
         "--include-backend-events",
     ])
-}
-
-fn runs(count: &Path) -> usize {
-    std::fs::read_to_string(count)
-        .map(|text| text.lines().count())
-        .unwrap_or(0)
 }
 
 fn error_code(frames: &[FrameLine], rid: &str) -> Option<String> {

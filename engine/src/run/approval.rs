@@ -97,7 +97,7 @@ impl Session {
             return Approved::Yes;
         }
         if !asked_before {
-            self.append(&rid, requested(call)).await;
+            self.append(&rid, requested(call, None)).await;
         }
         let answer = approver
             .ask(ApprovalRequest {
@@ -145,7 +145,8 @@ impl Session {
             return None;
         }
         if !asked_before {
-            self.append(&rid, requested(call)).await;
+            let timeout = run.tools.approval_timeout(&call.name);
+            self.append(&rid, requested(call, timeout)).await;
         }
         let (answer, verdict) = oneshot::channel();
         run.approval_waits.push(ApprovalWait {
@@ -307,8 +308,9 @@ fn humanize(timeout: std::time::Duration) -> String {
     }
 }
 
-/// The call's question: `ChatToolApprovalRequested` with every option.
-fn requested(call: &RequestedTool) -> ChatToolApprovalRequested {
+/// The call's question: `ChatToolApprovalRequested` with every option, expiring after
+/// `timeout` (its tool's approval_timeout) when there is one.
+fn requested(call: &RequestedTool, timeout: Option<Duration>) -> ChatToolApprovalRequested {
     ChatToolApprovalRequested {
         tool_call_id: call.tool_call_id.clone(),
         tool_name: call.name.clone(),
@@ -319,14 +321,20 @@ fn requested(call: &RequestedTool) -> ChatToolApprovalRequested {
             .collect(),
         correlation: Some(call.correlation.clone()),
         interrupted: false,
+        expires_at_ms: timeout.map_or(0, |timeout| {
+            crate::log::now_ms().saturating_add(timeout.as_millis() as u64)
+        }),
     }
 }
 
 /// The question whether `call`, interrupted once, runs again (`on_interrupted: ask`).
-pub(super) fn asked_again(call: &RequestedTool) -> ChatToolApprovalRequested {
+pub(super) fn asked_again(
+    call: &RequestedTool,
+    timeout: Option<Duration>,
+) -> ChatToolApprovalRequested {
     ChatToolApprovalRequested {
         interrupted: true,
-        ..requested(call)
+        ..requested(call, timeout)
     }
 }
 

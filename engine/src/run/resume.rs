@@ -97,8 +97,9 @@ impl Session {
             match again(&call) {
                 Some(OnInterrupted::Ask) => {
                     let (call, _) = step_call(call);
-                    self.append(request_id, super::approval::asked_again(&call))
-                        .await;
+                    let timeout = tools.approval_timeout(&call.name);
+                    let question = super::approval::asked_again(&call, timeout);
+                    self.append(request_id, question).await;
                 }
                 Some(_) => {}
                 // Never started: it runs when the run goes on.

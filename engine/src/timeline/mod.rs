@@ -314,6 +314,7 @@ impl TimelineProjection {
                     self.update_tool_call(&message_id, entry.ordinal, |call| {
                         call.status = ToolCallStatus::AwaitingApproval.into();
                         call.approval_requested_at_ms = entry.recorded_at_ms;
+                        call.approval_expires_at_ms = a.expires_at_ms;
                     });
                 }
                 out.push(&entry.event);

@@ -1,0 +1,35 @@
+//! The command the approval tests share: its model calls `send`, a tool that asks a person
+//! first (`approval: ask`) and counts its runs in a file, then shows the conversation it was
+//! given.
+
+use std::path::{Path, PathBuf};
+
+use crate::write_file;
+
+/// Writes the command into `dir`; `extra` goes into the tool's definition (e.g.
+/// `"    approval_timeout: 1s\n"`). The command file's path, and the file each run of the
+/// tool appends a line to.
+pub fn send_command(dir: &Path, extra: &str) -> (String, PathBuf) {
+    let count = dir.join("count");
+    let script = write_file(
+        dir,
+        "script.yaml",
+        "turns:\n  - - tool_call: {id: c1, name: send, arguments: {to: team}}\n  - - echo_context\n",
+    );
+    let cmd = write_file(
+        dir,
+        "command.yaml",
+        &format!(
+            "name: t\ndescription: t\nprompt: go\nprovider:\n  script: {script}\ntools:\n  - name: send\n    description: Sends a mail.\n    approval: ask\n{extra}    executor:\n      command: [sh, -c, 'echo sent >> {}; echo sent']\n",
+            count.display()
+        ),
+    );
+    (cmd, count)
+}
+
+/// How many times the tool ran.
+pub fn runs(count: &Path) -> usize {
+    std::fs::read_to_string(count)
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
