@@ -39,6 +39,9 @@
 //!                                          # LANG, TERM and TMPDIR
 //!     approval: ask                        # optional: a person decides each call first (reel
 //!                                          # acp asks the editor); never by default
+//!     approval_timeout: 24h                # optional: undecided this long, it expires
+//!     on_interrupted: fail                 # optional: fail, retry (with idempotent) or ask
+//!     idempotent: false                    # optional: a repeated call has its effect once
 //!   - name: ask_user
 //!     description: Asks the person at the client.
 //!     executor: client                     # answered by the stdin-RPC client
