@@ -8,6 +8,7 @@
 //! * memory at start: `reel --version` and a one-prompt run, each its own process;
 //! * providers, the durable path, and exports and listing (see each module).
 //! * `--serve`: only `reel serve` with many sessions and subscribers (see [`serve`]).
+//! * `--waiting N`: only `reel serve` with N sessions waiting for a person's decision.
 
 mod durable;
 mod export;
@@ -75,9 +76,26 @@ pub struct BenchArgs {
     /// With --serve: the submits timed to their first delta while 100 runs stream.
     #[arg(long, default_value_t = 200, requires = "serve")]
     pub probes: usize,
+    /// Measure only `reel serve` with this many sessions each waiting for a person's decision:
+    /// memory once they are evicted, and approve to tool start (e.g. 10000).
+    #[arg(long, value_name = "SESSIONS", conflicts_with = "serve")]
+    pub waiting: Option<usize>,
+    /// With --waiting: the approves timed, one at a time, each to an evicted session.
+    #[arg(long, default_value_t = 200, requires = "waiting")]
+    pub waiting_probes: usize,
 }
 
 pub async fn run(args: BenchArgs) -> u8 {
+    if let Some(sessions) = args.waiting {
+        return match serve::run_waiting(sessions.max(1), args.waiting_probes).await {
+            Ok(true) => 0,
+            Ok(false) => 1,
+            Err(error) => {
+                eprintln!("reel bench --waiting: {}", error_chain(&*error));
+                1
+            }
+        };
+    }
     if args.serve {
         let bench = serve::ServeBench {
             sessions: args.sessions,

@@ -36,6 +36,9 @@ pub struct Cli {
 pub enum Action {
     /// Run a command file: send its prompt to a model and stream the reply.
     RunCommand(RunCommandArgs),
+    /// Decide on a tool call a stored session's run waits for, and continue the run (the same
+    /// as run-command FILE --session-id SESSION --resume --approve CALL_ID).
+    Approve(ApproveArgs),
     /// Stream a long scripted reply through the whole path and print throughput and memory.
     Bench(reel_bench::BenchArgs),
     /// Rebuild a stored session from its log and report any difference from the database.
@@ -58,6 +61,45 @@ pub enum Action {
     Serve(crate::commands::serve::ServeArgs),
     /// Be an Agent Client Protocol agent on stdin/stdout, for editors (Zed, JetBrains, ...).
     Acp(crate::commands::acp::AcpArgs),
+}
+
+/// `reel approve`'s arguments: the run it continues needs the command it runs.
+#[derive(clap::Args, Debug)]
+pub struct ApproveArgs {
+    /// The command file the session runs.
+    pub command_file: PathBuf,
+    /// The session whose run waits.
+    pub session: String,
+    /// The call that waits for the decision (its tool call id, as the snapshot's
+    /// awaiting_approval calls, the inbox and run-command's message name it).
+    pub call_id: String,
+    /// run-command's flags: --decision allow_once|allow_always|reject_once (required),
+    /// --decision-message TEXT, --timeline-db PATH or --timeline-dsn URL, the output, the
+    /// command's variables.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "FLAGS"
+    )]
+    pub flags: Vec<OsString>,
+}
+
+impl ApproveArgs {
+    /// The `run-command` arguments this approve stands for.
+    fn as_run_command(&self, program: OsString) -> Vec<OsString> {
+        let mut args = vec![
+            program,
+            "run-command".into(),
+            self.command_file.clone().into_os_string(),
+            "--session-id".into(),
+            self.session.clone().into(),
+            "--resume".into(),
+            "--approve".into(),
+            self.call_id.clone().into(),
+        ];
+        args.extend(self.flags.iter().cloned());
+        args
+    }
 }
 
 pub enum Parsed {
@@ -126,6 +168,9 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
         | Action::Fork(_)
         | Action::Tail(_)
         | Action::Rm(_)) => Parsed::Other(Box::new(action)),
+        // `reel approve` is `run-command --resume --approve`: parsed as that, with the command
+        // file's variables as flags.
+        Action::Approve(approve) => parse_from(approve.as_run_command(args[0].clone())),
         Action::RunCommand(run_args) => {
             let sub = matches
                 .subcommand_matches("run-command")
@@ -171,7 +216,7 @@ pub async fn run(parsed: Parsed) -> u8 {
         Action::Fork(args) => commands::fork::run(args).await,
         Action::Tail(args) => commands::tail::run(args).await,
         Action::Rm(args) => commands::rm::run(args).await,
-        Action::RunCommand(_) => unreachable!("parsed as an invocation"),
+        Action::RunCommand(_) | Action::Approve(_) => unreachable!("parsed as an invocation"),
     };
     match result {
         Ok(()) => exit::OK,

@@ -12,5 +12,6 @@ pub const HUNG_UP: u8 = 129;
 /// Flags that do not go together (clap uses the same status for its own usage errors).
 pub const USAGE: u8 = 2;
 /// The run waits for a person's decision on a tool call, and nobody here could give it (no
-/// terminal): it waits in the session's store; `--approve CALL_ID --decision ...` continues it.
+/// terminal): it waits in the session's store; `reel approve FILE SESSION CALL_ID --decision ...`
+/// continues it.
 pub const WAITING: u8 = 3;

@@ -411,6 +411,7 @@ async fn the_chat_page_decides_a_waiting_call_by_keyboard() {
     let (cmd, count) = command(dir.path());
     let db = dir.path().join("t.db");
     let served = Served::start(&cmd, &db, &[], &[]);
+    served.create("idle").await;
     served.create("desk").await;
     let mut events = served.events("desk", None).await;
     served
@@ -422,10 +423,19 @@ async fn the_chat_page_decides_a_waiting_call_by_keyboard() {
             break;
         }
     }
+    // The inbox is the store's: the question is committed a moment after it is streamed.
+    for _ in 0..100 {
+        let (_, inbox) = served.get("/v1/sessions?waiting=true").await;
+        if inbox["sessions"].as_array().is_some_and(|s| !s.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let port = served.base.rsplit(':').next().unwrap().to_owned();
     let seen = driver
         .run("approval_card.py", &port, vec!["desk".into()])
         .await;
+    assert_eq!(seen["inbox"], "desk", "{seen}");
     assert_eq!(seen["reloaded"], "Decision: allowed", "{seen}");
     assert_eq!(runs(&count), 1, "allowed once in the page, run once");
     let decided: Vec<String> = tokio::task::spawn_blocking(move || {

@@ -221,7 +221,8 @@ fn an_approval_timeout_that_passed_meanwhile_expires_when_the_session_opens() {
 }
 
 /// `run-command` without a terminal or stdin RPC: the run waits in the store and the process
-/// exits 3; `--approve CALL_ID --decision ...` on the resumed session continues it.
+/// exits 3; `reel approve FILE SESSION CALL_ID --decision ...` (`run-command --resume --approve
+/// CALL_ID`) continues it.
 #[test]
 fn a_one_shot_run_without_a_terminal_exits_3_and_approve_continues_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -241,7 +242,10 @@ fn a_one_shot_run_without_a_terminal_exits_3_and_approve_continues_it() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("c1 (send {\"to\":\"team\"})"), "{stderr}");
-    assert!(stderr.contains("--approve CALL_ID"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("reel approve {cmd} mail CALL_ID --decision")),
+        "{stderr}"
+    );
     let frames = reel_tests::parse_frames(&output.stdout);
     assert_eq!(frames.last().unwrap().done_status(), Some("waiting"));
     assert_eq!(runs(&count), 0);
@@ -271,11 +275,18 @@ fn a_one_shot_run_without_a_terminal_exits_3_and_approve_continues_it() {
     );
     assert_eq!(runs(&count), 0);
 
+    // `reel approve` is the short way to say the same.
     let allow = [
-        &resumed[..],
-        &["--approve", "c1", "--decision", "allow_once"],
-    ]
-    .concat();
+        "approve",
+        &cmd,
+        "mail",
+        "c1",
+        "--decision",
+        "allow_once",
+        "--rpc",
+        "--timeline-db",
+        db,
+    ];
     let output = reel_tests::run(&allow);
     assert!(
         output.status.success(),

@@ -26,15 +26,20 @@ pub struct Server {
 
 impl Server {
     /// Starts `reel serve` on the commands in `commands` and the database `db`, and waits until
-    /// it listens. Its log goes on to this process's stderr.
+    /// it listens. Its log goes on to this process's stderr. Nothing is evicted while it is
+    /// measured.
     pub fn start(commands: &Path, db: &Path) -> anyhow::Result<Self> {
+        Self::start_evicting(commands, db, "1h")
+    }
+
+    /// As [`Server::start`], evicting a session nobody used for `idle_timeout` (e.g. `1s`).
+    pub fn start_evicting(commands: &Path, db: &Path, idle_timeout: &str) -> anyhow::Result<Self> {
         let mut child = Command::new(std::env::current_exe()?)
             .args(["serve", "--listen", "127.0.0.1:0", "--commands"])
             .arg(commands)
             .arg("--timeline-db")
             .arg(db)
-            // Nothing is evicted while it is measured.
-            .args(["--idle-timeout", "1h"])
+            .args(["--idle-timeout", idle_timeout])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -75,6 +80,36 @@ impl Server {
     pub async fn request(&self, id: &str, line: &str) -> anyhow::Result<()> {
         self.post(&format!("/v1/sessions/{id}/requests"), line.to_owned(), 202)
             .await
+    }
+
+    /// GETs `path` as JSON.
+    pub async fn get_json(&self, path: &str) -> anyhow::Result<serde_json::Value> {
+        let answer = self.http.get(format!("{}{path}", self.base)).send().await?;
+        let status = answer.status().as_u16();
+        if status != 200 {
+            bail!("GET {path}: {status} {}", answer.text().await?);
+        }
+        Ok(serde_json::from_str(&answer.text().await?)?)
+    }
+
+    /// The value of the Prometheus gauge `name` on `/metrics`.
+    pub async fn gauge(&self, name: &str) -> anyhow::Result<f64> {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await?
+            .text()
+            .await?;
+        text.lines()
+            .find_map(|line| {
+                line.strip_prefix(name)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .with_context(|| format!("/metrics has no {name}"))
     }
 
     async fn post(&self, path: &str, body: String, expected: u16) -> anyhow::Result<()> {

@@ -18,6 +18,9 @@
 //! targets; they depend on the machine's load, so they do not fail it.
 
 mod client;
+mod waiting;
+
+pub use waiting::run as run_waiting;
 
 use std::{
     path::Path,

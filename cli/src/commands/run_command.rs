@@ -129,7 +129,8 @@ pub async fn run(invocation: Invocation) -> u8 {
                     let message = args.decision_message.clone().unwrap_or_default();
                     (call, decision.into(), message)
                 });
-            one_shot(session, prepared, decision, &cancel).await
+            let hint = ApproveHint::of(args);
+            one_shot(session, prepared, decision, hint, &cancel).await
         }
     };
     let failures = session.close().await;
@@ -223,6 +224,7 @@ async fn one_shot(
     mut session: Session,
     prepared: Prepared,
     decision: Option<GivenDecision>,
+    approve_hint: ApproveHint,
     cancel: &CancellationToken,
 ) -> (Session, Ending) {
     let rid: Arc<str> = Arc::from("");
@@ -301,7 +303,7 @@ async fn one_shot(
                 drop(run);
                 let message = format!(
                     "no call {call:?} waits for a decision (unknown, or decided already); {}",
-                    waiting_calls(&session)
+                    waiting_calls(&session, &approve_hint)
                 );
                 return refuse(session, ErrorCode::UnknownToolCall, &message).await;
             }
@@ -313,7 +315,7 @@ async fn one_shot(
             let message = format!(
                 "a run of session {} waits for a person's decision, so it takes no new prompt; {}",
                 session.id(),
-                waiting_calls(&session)
+                waiting_calls(&session, &approve_hint)
             );
             tracing::error!("{message}");
             session
@@ -348,7 +350,7 @@ async fn one_shot(
         Ok(RunOutcome::Waiting) => {
             tracing::warn!(
                 "the run waits for a person's decision: {}",
-                waiting_calls(&session)
+                waiting_calls(&session, &approve_hint)
             );
             (DoneStatus::Waiting, Ending::Waiting)
         }
@@ -389,8 +391,29 @@ async fn refuse(mut session: Session, code: ErrorCode, message: &str) -> (Sessio
     (session, Ending::Failed)
 }
 
+/// What the hint to decide on a waiting call names: the command file, and the flag of the
+/// timeline database when one was given.
+struct ApproveHint {
+    command_file: std::path::PathBuf,
+    database: String,
+}
+
+impl ApproveHint {
+    fn of(args: &RunCommandArgs) -> Self {
+        let database = match (&args.timeline_db, &args.timeline_dsn) {
+            (Some(path), _) => format!(" --timeline-db {}", path.display()),
+            (None, Some(dsn)) => format!(" --timeline-dsn {dsn}"),
+            (None, None) => String::new(),
+        };
+        Self {
+            command_file: args.command_file.clone(),
+            database,
+        }
+    }
+}
+
 /// The calls the session's run waits on, and how to decide on them.
-fn waiting_calls(session: &Session) -> String {
+fn waiting_calls(session: &Session, hint: &ApproveHint) -> String {
     let calls: Vec<String> = session
         .timeline()
         .unanswered_tool_calls()
@@ -399,9 +422,11 @@ fn waiting_calls(session: &Session) -> String {
         .map(|call| format!("{} ({} {})", call.tool_call_id, call.tool_name, call.input))
         .collect();
     format!(
-        "waiting: {}; continue with `reel run-command FILE --session-id {} --resume --approve CALL_ID --decision allow_once|allow_always|reject_once`",
+        "waiting: {}; decide with `reel approve {} {} CALL_ID --decision allow_once|allow_always|reject_once{}`",
         calls.join(", "),
-        session.id()
+        hint.command_file.display(),
+        session.id(),
+        hint.database
     )
 }
 

@@ -67,7 +67,8 @@ const sessionPath = (id, rest) => `/v1/sessions/${encodeURIComponent(id)}${rest}
 // ---- the sessions list -----------------------------------------------------------------------
 
 async function loadSessions(more) {
-  let url = "/v1/sessions?limit=50";
+  // The inbox: only the sessions whose run waits for a person's decision.
+  let url = "/v1/sessions?limit=50" + ($("waiting-only").checked ? "&waiting=true" : "");
   if (more && state.nextPage) url += "&after=" + encodeURIComponent(state.nextPage);
   const response = await api(url);
   if (!response.ok) return notify(await errorOf(response));
@@ -87,7 +88,9 @@ function sessionEntry(summary) {
   const meta = document.createElement("span");
   meta.className = "meta";
   const when = new Date(summary.updated_at_ms).toLocaleString();
-  meta.textContent = `${summary.runs} runs · ${summary.last_run_status || "new"} · ${when}`;
+  meta.textContent = summary.pending
+    ? `waits for a decision on ${summary.pending.map((call) => call.tool_name).join(", ")} · ${when}`
+    : `${summary.runs} runs · ${summary.last_run_status || "new"} · ${when}`;
   button.append(meta);
   button.setAttribute("aria-current", String(summary.session_id === state.session));
   button.addEventListener("click", () => openSession(summary.session_id));
@@ -492,6 +495,7 @@ $("composer").addEventListener("submit", send);
 $("cancel").addEventListener("click", cancel);
 $("new-session").addEventListener("click", newSession);
 $("more-sessions").addEventListener("click", () => loadSessions(true));
+$("waiting-only").addEventListener("change", () => loadSessions(false));
 $("prompt").addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
