@@ -65,9 +65,14 @@ pub trait SessionCatalog: Send + 'static {
     /// Every session, newest (most recently updated) first.
     async fn sessions(&mut self) -> Result<Vec<SessionSummary>, StoreError>;
 
-    /// The sessions whose run waits for a person's decision, newest first, with the calls
-    /// that wait.
-    async fn waiting(&mut self) -> Result<Vec<WaitingSession>, StoreError>;
+    /// Up to `limit` of the sessions whose run waits for a person's decision, newest first,
+    /// after session `after` in that order (from the first when empty), with the calls that
+    /// wait.
+    async fn waiting(
+        &mut self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<WaitingSession>, StoreError>;
 
     /// One session's summary, if the store holds it.
     async fn summary(&mut self, session_id: &str) -> Result<Option<SessionSummary>, StoreError>;

@@ -25,7 +25,7 @@ pub async fn expire_approvals_until_stopped(host: Arc<Host>) {
 /// One sweep: the sessions whose earliest expiry has passed, each loaded once.
 async fn expire_due(host: &Host) {
     let waiting = match host.source().catalog().await {
-        Ok(mut catalog) => catalog.waiting().await,
+        Ok(mut catalog) => catalog.waiting("", usize::MAX).await,
         Err(error) => {
             tracing::warn!("cannot read the waiting sessions: {error}");
             return;

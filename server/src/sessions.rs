@@ -11,7 +11,8 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use reel_engine::{
-    ErrorCode, OutputKind, PendingApproval, SessionSummary, StoredStream, check_session_id, new_id,
+    ErrorCode, OutputKind, PendingApproval, SessionCatalog, SessionSummary, StoredStream,
+    check_session_id, new_id,
 };
 use reel_proto::json;
 use serde::{Deserialize, Serialize};
@@ -133,44 +134,69 @@ pub async fn list_sessions(
 ) -> Result<Response, ApiError> {
     let limit = page.limit.unwrap_or(100).clamp(1, MAX_PAGE);
     let mut catalog = host.source().catalog().await?;
-    let listed: Vec<Listed> = if page.waiting == Some(Switch::True) {
-        let waiting = catalog.waiting().await?;
-        waiting
-            .into_iter()
-            .map(|w| Listed {
-                session: w.summary,
-                pending: Some(w.pending),
-            })
-            .collect()
-    } else {
-        let sessions = catalog.sessions().await?;
-        sessions
-            .into_iter()
-            .map(|session| Listed {
-                session,
-                pending: None,
-            })
-            .collect()
-    };
+    if page.waiting == Some(Switch::True) {
+        return waiting_page(catalog.as_mut(), page.after.as_deref(), limit).await;
+    }
+    let listed = catalog.sessions().await?;
     let start = match &page.after {
         Some(after) => listed
             .iter()
-            .position(|l| &l.session.session_id == after)
+            .position(|l| &l.session_id == after)
             .map(|at| at + 1)
-            .ok_or_else(|| {
-                ApiError::bad_request(
-                    ErrorCode::SessionNotFound,
-                    format!("the page cursor {after:?} names no session"),
-                )
-            })?,
+            .ok_or_else(|| no_such_cursor(after))?,
         None => 0,
     };
     let more = start + limit < listed.len();
-    let sessions: Vec<Listed> = listed.into_iter().skip(start).take(limit).collect();
+    let sessions: Vec<Listed> = listed
+        .into_iter()
+        .skip(start)
+        .take(limit)
+        .map(|session| Listed {
+            session,
+            pending: None,
+        })
+        .collect();
     let next = more
         .then(|| sessions.last().map(|l| l.session.session_id.clone()))
         .flatten();
     Ok(Json(SessionPage { sessions, next }).into_response())
+}
+
+/// A page of the inbox: the store reads only that page (a keyset on the order of the list).
+async fn waiting_page(
+    catalog: &mut dyn SessionCatalog,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Response, ApiError> {
+    if let Some(after) = after
+        && catalog.summary(after).await?.is_none()
+    {
+        return Err(no_such_cursor(after));
+    }
+    // One more than the page: whether there is a next one.
+    let mut waiting = catalog
+        .waiting(after.unwrap_or_default(), limit + 1)
+        .await?;
+    let more = waiting.len() > limit;
+    waiting.truncate(limit);
+    let sessions: Vec<Listed> = waiting
+        .into_iter()
+        .map(|w| Listed {
+            session: w.summary,
+            pending: Some(w.pending),
+        })
+        .collect();
+    let next = more
+        .then(|| sessions.last().map(|l| l.session.session_id.clone()))
+        .flatten();
+    Ok(Json(SessionPage { sessions, next }).into_response())
+}
+
+fn no_such_cursor(after: &str) -> ApiError {
+    ApiError::bad_request(
+        ErrorCode::SessionNotFound,
+        format!("the page cursor {after:?} names no session"),
+    )
 }
 
 /// A session and its whole timeline.

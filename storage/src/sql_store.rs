@@ -40,16 +40,34 @@ pub const SESSIONS: &str = "SELECT session_id, title, created_at, updated_at, la
 pub const SUMMARY: &str = "SELECT session_id, title, created_at, updated_at, last_ordinal, runs, last_run_status \
      FROM sessions WHERE session_id = $1";
 
-/// The sessions whose run waits for a person (the columns of [`SESSIONS`]).
-pub const WAITING_SESSIONS: &str = "SELECT session_id, title, created_at, updated_at, last_ordinal, runs, last_run_status \
-     FROM sessions WHERE pending_approvals > 0 ORDER BY updated_at DESC, session_id";
+/// The sessions of a page of the inbox, up to `$2` after session `$1` (from the first when
+/// `$1` is empty) in the order of [`SESSIONS`], as the end of a statement.
+macro_rules! waiting_page {
+    ($columns:literal) => {
+        concat!(
+            "SELECT ", $columns, " FROM sessions WHERE pending_approvals > 0 AND ($1 = '' \
+             OR updated_at < (SELECT c.updated_at FROM sessions c WHERE c.session_id = $1) \
+             OR (updated_at = (SELECT c.updated_at FROM sessions c WHERE c.session_id = $1) AND session_id > $1)) \
+             ORDER BY updated_at DESC, session_id LIMIT $2"
+        )
+    };
+}
 
-/// Their tool call entities that may wait (the status is checked on the decoded payload), in
-/// each session's creation order: the session id, then the columns of [`ENTITIES`].
-pub const WAITING_CALLS: &str = "SELECT e.session_id, e.entity_id, e.kind, e.created_ordinal, e.last_event_ordinal, e.tombstone, e.payload_json \
-     FROM sessions s JOIN entities e ON e.session_id = s.session_id \
-     WHERE s.pending_approvals > 0 AND e.kind = 'ChatToolCall' AND e.payload_json LIKE '%awaiting_approval%' \
-     ORDER BY e.session_id, e.created_ordinal, e.entity_id";
+/// A page of the sessions whose run waits for a person (the columns of [`SESSIONS`]).
+pub const WAITING_SESSIONS: &str =
+    waiting_page!("session_id, title, created_at, updated_at, last_ordinal, runs, last_run_status");
+
+/// The tool call entities that may wait (the status is checked on the decoded payload) of the
+/// same page's sessions, in each session's creation order: the session id, then the columns of
+/// [`ENTITIES`].
+pub const WAITING_CALLS: &str = concat!(
+    "SELECT e.session_id, e.entity_id, e.kind, e.created_ordinal, e.last_event_ordinal, e.tombstone, e.payload_json \
+     FROM entities e JOIN (",
+    waiting_page!("session_id"),
+    ") p ON p.session_id = e.session_id \
+     WHERE e.kind = 'ChatToolCall' AND e.payload_json LIKE '%awaiting_approval%' \
+     ORDER BY e.session_id, e.created_ordinal, e.entity_id"
+);
 
 /// Up to `$3` events after ordinal `$2`.
 pub const EVENTS_PAGE: &str = "SELECT ordinal, payload_json, created_at FROM events \
@@ -267,13 +285,22 @@ macro_rules! sql_store {
                 Ok(rows.iter().map(|row| summary!(row)).collect())
             }
 
-            async fn waiting(&mut self) -> Result<Vec<WaitingSession>, StoreError> {
+            async fn waiting(
+                &mut self,
+                after: &str,
+                limit: usize,
+            ) -> Result<Vec<WaitingSession>, StoreError> {
+                let limit = i64::try_from(limit).unwrap_or(i64::MAX);
                 let mut conn = self.conn.lock().await;
                 let sessions = sqlx::query(WAITING_SESSIONS)
+                    .bind(after)
+                    .bind(limit)
                     .fetch_all(&mut *conn)
                     .await
                     .map_err(|e| self.error(e))?;
                 let calls = sqlx::query(WAITING_CALLS)
+                    .bind(after)
+                    .bind(limit)
                     .fetch_all(&mut *conn)
                     .await
                     .map_err(|e| self.error(e))?;

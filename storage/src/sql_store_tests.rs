@@ -7,7 +7,10 @@ use std::sync::Arc;
 use reel_engine::{Commit, LogEntry, LogStore, SessionCatalog, StoreError};
 use reel_proto::{
     Any,
-    chat::{ChatRunFinished, ChatRunStarted, ChatUserMessageAccepted},
+    chat::{
+        ChatRunFinished, ChatRunStarted, ChatToolApprovalDecided, ChatToolApprovalRequested,
+        ChatUserMessageAccepted, ToolCallEntity,
+    },
     rpc::SnapshotEntity,
 };
 
@@ -201,4 +204,97 @@ async fn shared_stores_on_postgres() {
         return;
     };
     shared_stores_take_turns(Location::dsn(&schema.dsn).unwrap()).await;
+}
+
+/// The inbox: sessions whose run waits for a person, counted by every commit (+1 a question,
+/// -1 a decision, 0 again at a run's end), read a page at a time with the calls that wait.
+async fn the_inbox_pages_through_waiting_sessions(location: Location) {
+    let mut store = open_timeline(&location, Access::ReadWrite).await.unwrap();
+    let asked = |ordinal: u64, call: &str| {
+        entry(
+            ordinal,
+            ChatToolApprovalRequested {
+                tool_call_id: call.into(),
+                ..Default::default()
+            },
+        )
+    };
+    let waiting_call = |call: &str| SnapshotEntity {
+        id: format!("m-{call}"),
+        kind: "ChatToolCall".into(),
+        created_ordinal: 2,
+        last_event_ordinal: 3,
+        payload: Some(Any::ToolCallEntity(Box::new(ToolCallEntity {
+            tool_call_id: call.into(),
+            tool_name: "send".into(),
+            status: "awaiting_approval".into(),
+            approval_requested_at_ms: 1_700_000_000_003,
+            ..Default::default()
+        }))),
+        ..Default::default()
+    };
+    for id in ["a", "b", "c", "quiet"] {
+        store.lease(id).await.unwrap();
+        let mut events = vec![prompt(1), entry(2, ChatRunStarted::default())];
+        let mut entities = Vec::new();
+        if id != "quiet" {
+            events.push(asked(3, &format!("{id}1")));
+            entities.push(waiting_call(&format!("{id}1")));
+        }
+        let commit = Commit {
+            events,
+            entities,
+            entities_ordinal: Some(3),
+            ..Commit::default()
+        };
+        store.commit(id, &commit).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    // Newest first, two at a time.
+    let first = store.waiting("", 2).await.unwrap();
+    let ids: Vec<&str> = first
+        .iter()
+        .map(|w| w.summary.session_id.as_str())
+        .collect();
+    assert_eq!(ids, ["c", "b"]);
+    assert_eq!(first[0].pending[0].call_id, "c1");
+    assert_eq!(first[0].pending[0].asked_at_ms, 1_700_000_000_003);
+    let rest = store.waiting("b", 2).await.unwrap();
+    let ids: Vec<&str> = rest.iter().map(|w| w.summary.session_id.as_str()).collect();
+    assert_eq!(ids, ["a"]);
+    // A decision leaves the inbox; so does a run's end.
+    let decided = Commit {
+        events: vec![entry(
+            4,
+            ChatToolApprovalDecided {
+                tool_call_id: "c1".into(),
+                decision: "allowed".into(),
+                ..Default::default()
+            },
+        )],
+        ..Commit::default()
+    };
+    store.commit("c", &decided).await.unwrap();
+    let ended = Commit {
+        events: vec![entry(4, ChatRunFinished::default())],
+        ..Commit::default()
+    };
+    store.commit("b", &ended).await.unwrap();
+    let left = store.waiting("", 10).await.unwrap();
+    let ids: Vec<&str> = left.iter().map(|w| w.summary.session_id.as_str()).collect();
+    assert_eq!(ids, ["a"]);
+}
+
+#[tokio::test]
+async fn the_inbox_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    the_inbox_pages_through_waiting_sessions(Location::path(dir.path().join("t.db"))).await;
+}
+
+#[tokio::test]
+async fn the_inbox_on_postgres() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    the_inbox_pages_through_waiting_sessions(Location::dsn(&schema.dsn).unwrap()).await;
 }

@@ -190,8 +190,12 @@ impl SessionCatalog for TimelineStore {
         delegate!(self, store => store.sessions().await)
     }
 
-    async fn waiting(&mut self) -> Result<Vec<WaitingSession>, StoreError> {
-        delegate!(self, store => store.waiting().await)
+    async fn waiting(
+        &mut self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<WaitingSession>, StoreError> {
+        delegate!(self, store => store.waiting(after, limit).await)
     }
 
     async fn summary(&mut self, session_id: &str) -> Result<Option<SessionSummary>, StoreError> {
