@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::write_file;
+use crate::{RpcClient, write_file};
 
 /// Writes the command into `dir`; `extra` goes into the tool's definition (e.g.
 /// `"    approval_timeout: 1s\n"`). The command file's path, and the file each run of the
@@ -25,6 +25,26 @@ pub fn send_command(dir: &Path, extra: &str) -> (String, PathBuf) {
         ),
     );
     (cmd, count)
+}
+
+/// A `run-command CMD --rpc --stdin-rpc` process of session `session` kept in the SQLite
+/// database `db` (`resume`: the stored one).
+pub fn stored_rpc(cmd: &str, db: &Path, session: &str, resume: bool) -> RpcClient {
+    let db = db.to_str().expect("a UTF-8 path");
+    let mut args = vec![
+        "run-command",
+        cmd,
+        "--rpc",
+        "--stdin-rpc",
+        "--timeline-db",
+        db,
+        "--session-id",
+        session,
+    ];
+    if resume {
+        args.push("--resume");
+    }
+    RpcClient::start(&args)
 }
 
 /// How many times the tool ran.

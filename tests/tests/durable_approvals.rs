@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use reel_tests::{
     FrameLine, RpcClient,
-    approval_fixture::{runs, send_command},
+    approval_fixture::{runs, send_command, stored_rpc},
 };
 use serde_json::Value;
 
@@ -17,23 +17,8 @@ fn command(dir: &Path, extra: &str) -> (String, PathBuf) {
     send_command(dir, extra)
 }
 
-/// A stdin-RPC process of session `mail` kept in `db` (`resume`: the stored one).
 fn start(cmd: &str, db: &Path, resume: bool) -> RpcClient {
-    let db = db.to_str().unwrap();
-    let mut args = vec![
-        "run-command",
-        cmd,
-        "--rpc",
-        "--stdin-rpc",
-        "--timeline-db",
-        db,
-        "--session-id",
-        "mail",
-    ];
-    if resume {
-        args.push("--resume");
-    }
-    RpcClient::start(&args)
+    stored_rpc(cmd, db, "mail", resume)
 }
 
 fn ui<'a>(frames: &'a [FrameLine], name: &str) -> Vec<&'a FrameLine> {
@@ -60,6 +45,17 @@ fn submit_and_wait_for_the_question(client: &mut RpcClient, count: &Path) -> Str
     });
     assert_eq!(runs(count), 0, "nothing runs before the decision");
     run_id
+}
+
+/// Submits, waits for the question and closes the input: the submit is done `waiting`, the
+/// process exits 0, and the run waits in the store.
+fn leave_waiting(cmd: &str, db: &Path, count: &Path) {
+    let mut client = start(cmd, db, false);
+    submit_and_wait_for_the_question(&mut client, count);
+    client.close_stdin();
+    assert_eq!(client.done_of("s1"), "waiting");
+    let (status, _, stderr) = client.finish();
+    assert!(status.success(), "{stderr}");
 }
 
 /// The ChatToolCall entity of the first snapshot a resumed process writes.
@@ -169,12 +165,7 @@ fn at_the_end_of_input_a_stored_run_waits_and_a_reject_goes_on_later() {
     let dir = tempfile::tempdir().unwrap();
     let (cmd, count) = command(dir.path(), "");
     let db = dir.path().join("t.db");
-    let mut client = start(&cmd, &db, false);
-    submit_and_wait_for_the_question(&mut client, &count);
-    client.close_stdin();
-    assert_eq!(client.done_of("s1"), "waiting");
-    let (status, _, stderr) = client.finish();
-    assert!(status.success(), "{stderr}");
+    leave_waiting(&cmd, &db, &count);
 
     let mut client = start(&cmd, &db, true);
     assert_eq!(resumed_call(&mut client)["status"], "awaiting_approval");
@@ -202,12 +193,7 @@ fn an_approval_timeout_that_passed_meanwhile_expires_when_the_session_opens() {
     let dir = tempfile::tempdir().unwrap();
     let (cmd, count) = command(dir.path(), "    approval_timeout: 1s\n");
     let db = dir.path().join("t.db");
-    let mut client = start(&cmd, &db, false);
-    submit_and_wait_for_the_question(&mut client, &count);
-    client.close_stdin();
-    assert_eq!(client.done_of("s1"), "waiting");
-    let (status, _, stderr) = client.finish();
-    assert!(status.success(), "{stderr}");
+    leave_waiting(&cmd, &db, &count);
     std::thread::sleep(std::time::Duration::from_millis(1200));
 
     let mut client = start(&cmd, &db, true);

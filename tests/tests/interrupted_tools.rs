@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use reel_tests::{FrameLine, RpcClient, write_file};
+use reel_tests::{FrameLine, RpcClient, approval_fixture::stored_rpc, write_file};
 
 /// A command whose model calls `charge` once, then shows the conversation it was given. The
 /// tool appends its idempotency key to `keys`, and the first time (no `first` file yet) hangs,
@@ -42,21 +42,7 @@ fn keys(path: &Path) -> Vec<String> {
 }
 
 fn start(cmd: &str, db: &Path, resume: bool) -> RpcClient {
-    let db = db.to_str().unwrap();
-    let mut args = vec![
-        "run-command",
-        cmd,
-        "--rpc",
-        "--stdin-rpc",
-        "--timeline-db",
-        db,
-        "--session-id",
-        "pay",
-    ];
-    if resume {
-        args.push("--resume");
-    }
-    RpcClient::start(&args)
+    stored_rpc(cmd, db, "pay", resume)
 }
 
 fn ui<'a>(frames: &'a [FrameLine], name: &str) -> Vec<&'a FrameLine> {

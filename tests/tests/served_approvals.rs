@@ -3,6 +3,8 @@
 //! after a restart, after an idle unload or to another node continues the same run, and an
 //! `approval_timeout` passes also while no server holds the session.
 
+use std::path::{Path, PathBuf};
+
 use reel_tests::{
     approval_fixture::{runs, send_command},
     served::Served,
@@ -36,6 +38,29 @@ async fn inbox_once_filled(served: &Served) -> (Vec<String>, Value) {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!("the inbox stayed empty for 5 s");
+}
+
+/// A server evicting idle sessions after 200 ms, whose session `mail` (the shared command, with
+/// `extra` on its tool) waits for a decision and has been unloaded; the tool's run count file
+/// and the database.
+async fn waiting_and_unloaded(dir: &Path, extra: &str) -> (Served, PathBuf, PathBuf) {
+    let (cmd, count) = send_command(dir, extra);
+    let db = dir.join("t.db");
+    let served = Served::start(
+        &cmd,
+        &db,
+        &["--idle-timeout", "200ms"],
+        &[("REEL_LOG", "info,reel_engine=debug")],
+    );
+    served.create("mail").await;
+    let mut events = served.events("mail", None).await;
+    served
+        .request("mail", r#"{"submit":{"prompt":"Mail the team."}}"#)
+        .await;
+    question_on(&mut events).await;
+    drop(events);
+    served.wait_for_log("session mail unloaded").await;
+    (served, count, db)
 }
 
 /// `reel serve`: a run waits; the server stops (SIGTERM), the submit's stream ends with done
@@ -113,22 +138,7 @@ async fn a_served_run_waits_across_a_restart_and_the_inbox_lists_it() {
 #[tokio::test]
 async fn a_waiting_session_unloads_when_idle_and_a_later_decision_loads_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (cmd, count) = send_command(dir.path(), "");
-    let db = dir.path().join("t.db");
-    let served = Served::start(
-        &cmd,
-        &db,
-        &["--idle-timeout", "200ms"],
-        &[("REEL_LOG", "info,reel_engine=debug")],
-    );
-    served.create("mail").await;
-    let mut events = served.events("mail", None).await;
-    served
-        .request("mail", r#"{"submit":{"prompt":"Mail the team."}}"#)
-        .await;
-    question_on(&mut events).await;
-    drop(events);
-    served.wait_for_log("session mail unloaded").await;
+    let (served, count, _) = waiting_and_unloaded(dir.path(), "").await;
     assert_eq!(runs(&count), 0);
     let mut events = served.events("mail", None).await;
     let approve = served
@@ -231,22 +241,7 @@ async fn on_postgresql_a_decision_posted_to_any_node_continues_the_run() {
 #[tokio::test]
 async fn a_call_of_an_unloaded_session_expires_on_time() {
     let dir = tempfile::tempdir().unwrap();
-    let (cmd, count) = send_command(dir.path(), "    approval_timeout: 1s\n");
-    let db = dir.path().join("t.db");
-    let served = Served::start(
-        &cmd,
-        &db,
-        &["--idle-timeout", "200ms"],
-        &[("REEL_LOG", "info,reel_engine=debug")],
-    );
-    served.create("mail").await;
-    let mut events = served.events("mail", None).await;
-    served
-        .request("mail", r#"{"submit":{"prompt":"Mail the team."}}"#)
-        .await;
-    question_on(&mut events).await;
-    drop(events);
-    served.wait_for_log("session mail unloaded").await;
+    let (served, count, db) = waiting_and_unloaded(dir.path(), "    approval_timeout: 1s\n").await;
     let (_, pending) = inbox_once_filled(&served).await;
     assert!(pending[0]["expires_at_ms"].as_u64().is_some(), "{pending}");
     let mut emptied = false;
