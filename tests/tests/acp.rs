@@ -540,6 +540,12 @@ fn loading_a_session_that_waits_for_a_person_asks_the_editor() {
         _ => None,
     });
     assert!(result.unwrap().starts_with("ran in "), "the call ran");
+    // Its start is on the log once decided: a crash now would not ask again.
+    let starts = events
+        .iter()
+        .filter(|e| matches!(e, Any::ChatToolExecutionStarted(_)))
+        .count();
+    assert_eq!(starts, 1);
     assert!(
         events.iter().any(|e| matches!(e, Any::ChatRunFinished(_))),
         "the run ended"

@@ -240,8 +240,10 @@ impl<'a> Server<'a> {
     /// without a store nobody could ever decide, so it is decided `cancelled` and not run.
     async fn stop_reading(&mut self, shutdown: Option<Arc<str>>) -> Option<Arc<str>> {
         let durable = self.session.is_durable();
-        if let Some(run) = self.active.as_mut().filter(|_| !durable) {
+        if let Some(run) = self.active.as_mut() {
             run.abandon_client_tools();
+        }
+        if let Some(run) = self.active.as_mut().filter(|_| !durable) {
             let run_request = Arc::clone(run.request_id());
             for wait in run.take_approval_waits() {
                 self.session.decide(&run_request, wait, None, "").await;

@@ -138,10 +138,6 @@ impl Session {
         if self.allowed_always.contains(&call.name) {
             let decided = decided(call, ApprovalDecision::Allowed, true, true);
             self.append(&rid, decided).await;
-            if asked_before {
-                self.append(&rid, call.execution_started(ToolCallStatus::Executing))
-                    .await;
-            }
             return None;
         }
         if !asked_before {

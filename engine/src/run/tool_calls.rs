@@ -83,12 +83,15 @@ impl Session {
             // call of an `on_interrupted: ask` tool asks whether it runs again).
             let asks = !matches!(execution, Execution::Ready(_)) && asking(&call, arrival);
             let mut waits = false;
+            // Whether the call's ChatToolExecutionStarted is on the log already.
+            let mut started = arrival == Arrival::Started;
             if matches!(arrival, Arrival::Asked { .. })
                 && !(asks && (by_request || run.approver.is_some()))
             {
                 // Its tool is gone or cannot run (the command file changed while it waited),
                 // or nobody here can decide: it does not run unasked.
                 execution = Execution::Ready(self.unaskable(run, &call).await);
+                started = true;
             } else if asks && by_request && matches!(execution, Execution::Running(_)) {
                 let asked_at_ms = match arrival {
                     Arrival::Asked { asked_at_ms } => Some(asked_at_ms),
@@ -125,7 +128,7 @@ impl Session {
                 Execution::Client(_) => ToolCallStatus::AwaitingClient,
                 _ => ToolCallStatus::Executing,
             };
-            if !waits && arrival == Arrival::New {
+            if !waits && !started {
                 self.append(&rid, call.execution_started(status)).await;
             }
             let slot = run.executing.len();
