@@ -137,25 +137,28 @@ fn a_waiting_run_outlives_kill_9_and_goes_on_when_allowed() {
 }
 
 #[test]
-fn a_waiting_run_outlives_sigterm_and_its_submit_is_done_waiting() {
-    let dir = tempfile::tempdir().unwrap();
-    let (cmd, count) = command(dir.path(), "");
-    let db = dir.path().join("t.db");
-    let mut client = start(&cmd, &db, false);
-    let run_id = submit_and_wait_for_the_question(&mut client, &count);
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &client.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    assert_eq!(client.done_of("s1"), "waiting");
-    let (_, frames, _) = client.finish();
-    assert!(
-        ui(&frames, "ChatRunFailed").is_empty() && ui(&frames, "ChatRunStopped").is_empty(),
-        "a signal does not end a waiting run"
-    );
-    assert!(ui(&frames, "ChatToolApprovalDecided").is_empty());
-    resume_and_allow(&cmd, &db, &count, &run_id);
+fn a_waiting_run_outlives_sigterm_sigint_and_sighup_and_its_submit_is_done_waiting() {
+    for (signal, status) in [("-TERM", 143), ("-INT", 130), ("-HUP", 129)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (cmd, count) = command(dir.path(), "");
+        let db = dir.path().join("t.db");
+        let mut client = start(&cmd, &db, false);
+        let run_id = submit_and_wait_for_the_question(&mut client, &count);
+        let sent = std::process::Command::new("kill")
+            .args([signal, &client.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        assert_eq!(client.done_of("s1"), "waiting", "{signal}");
+        let (exit, frames, _) = client.finish();
+        assert_eq!(exit.code(), Some(status), "{signal}");
+        assert!(
+            ui(&frames, "ChatRunFailed").is_empty() && ui(&frames, "ChatRunStopped").is_empty(),
+            "{signal} does not end a waiting run"
+        );
+        assert!(ui(&frames, "ChatToolApprovalDecided").is_empty());
+        resume_and_allow(&cmd, &db, &count, &run_id);
+    }
 }
 
 /// The end of input with a store: the run waits in it (done `waiting`, exit 0); a reject in
