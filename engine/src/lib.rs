@@ -18,6 +18,7 @@ mod catalog;
 mod compaction;
 mod context;
 mod fanout;
+mod fingerprint;
 mod hosted;
 mod id;
 mod log;

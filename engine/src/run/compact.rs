@@ -105,9 +105,6 @@ impl Session {
         run: &mut ActiveRun<'_>,
         pending: PendingCompaction,
     ) {
-        if !self.open_call(run, CallPurpose::Summary).await {
-            return;
-        }
         let messages = compaction::summary_request(
             self.context().messages(),
             &pending.cut,
@@ -122,6 +119,9 @@ impl Session {
             tool_choice: ToolChoice::Auto,
             purpose: CallPurpose::Summary,
         };
+        if !self.open_call(run, &request).await {
+            return;
+        }
         run.compaction = Some(pending);
         run.phase = Phase::Model(SyncWrapper::new(run.provider.stream(request)));
     }

@@ -469,29 +469,33 @@ impl Session {
     async fn start_reply(&mut self, run: &mut ActiveRun<'_>) {
         run.calls += 1;
         run.compacted = false;
-        if !self.open_call(run, CallPurpose::Reply).await {
-            return;
-        }
         let tool_choice = run.tools.choice_for_call(run.calls);
-        run.call.tool_required = tool_choice == ToolChoice::Required;
         let request = crate::provider::ModelRequest {
             system_prompt: run.system_prompt.clone(),
             messages: self.context().messages().clone(),
             settings: run.settings.clone(),
-            // The ChatProviderCallStarted just appended is counted already.
-            call_index: self.context().calls() - 1,
+            // Counted before this call's ChatProviderCallStarted.
+            call_index: self.context().calls(),
             tools: run.tools.definitions(),
             tool_choice,
             purpose: CallPurpose::Reply,
         };
+        if !self.open_call(run, &request).await {
+            return;
+        }
+        run.call.tool_required = tool_choice == ToolChoice::Required;
         run.phase = Phase::Model(SyncWrapper::new(run.provider.stream(request)));
     }
 
-    /// Records the start of a model call for `purpose`; false when a durable store has failed
-    /// (the run is halted then). It does not wait for the commit: the first token must not wait
+    /// Records the start of a model call sending `request` (with what it sends, see
+    /// [`crate::fingerprint`]); false when a durable store has failed (the run is halted then). It does not wait for the commit: the first token must not wait
     /// for a disk or for other sessions' commits; the store stays a few batches behind at most,
     /// tools wait for it, and done waits for everything.
-    async fn open_call(&mut self, run: &mut ActiveRun<'_>, purpose: CallPurpose) -> bool {
+    async fn open_call(
+        &mut self,
+        run: &mut ActiveRun<'_>,
+        request: &crate::provider::ModelRequest,
+    ) -> bool {
         run.call = CallState::new(
             CorrelationInfo {
                 provider_call_id: new_id(),
@@ -499,11 +503,12 @@ impl Session {
             },
             run.settings.pricing,
         );
-        run.call.purpose = purpose;
+        run.call.purpose = request.purpose;
         let rid = Arc::clone(&run.request_id);
+        let fingerprint = crate::fingerprint::fingerprint(request);
         let started = run
             .call
-            .started_event(run.provider.name(), &run.settings.model);
+            .started_event(run.provider.name(), &run.settings.model, fingerprint);
         self.append(&rid, started).await;
         run.call.open = true;
         if let Some(failure) = self.durable_failure() {

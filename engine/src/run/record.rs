@@ -8,7 +8,7 @@ use reel_proto::chat::{
     ChatProviderCallStarted, ChatReasoningDelta, ChatReasoningSegmentStarted,
     ChatReasoningSignature, ChatRunWarning, ChatTextDelta, ChatTextSegmentStarted,
     ChatToolArgumentsDelta, ChatToolCallRequested, ChatToolCallStarted, ChatToolExecutionStarted,
-    CorrelationInfo, UsageInfo,
+    CorrelationInfo, ModelRequestFingerprint, UsageInfo,
 };
 
 use crate::{
@@ -100,12 +100,19 @@ impl CallState {
         }
     }
 
-    pub(super) fn started_event(&self, provider: &str, model: &str) -> ChatProviderCallStarted {
+    /// The call's start, sending a request of fingerprint `request`.
+    pub(super) fn started_event(
+        &self,
+        provider: &str,
+        model: &str,
+        request: ModelRequestFingerprint,
+    ) -> ChatProviderCallStarted {
         ChatProviderCallStarted {
             correlation: Some(self.correlation.clone()),
             provider: provider.to_owned(),
             model: model.to_owned(),
             purpose: self.purpose.into(),
+            request: Some(request),
         }
     }
 }
