@@ -51,6 +51,9 @@ pub enum Action {
     Export(crate::commands::export::ExportArgs),
     /// Rebuild a session's databases from a capture of its frames.
     Replay(crate::commands::replay::ReplayArgs),
+    /// Compare two stored sessions turn by turn (texts, tool calls and results, statuses,
+    /// usage); exit 0 when they are equal, 1 when they differ.
+    Diff(crate::commands::diff::DiffArgs),
     /// Start a new session from the first events of another.
     Fork(crate::commands::fork::ForkArgs),
     /// Follow a session another process is writing.
@@ -167,7 +170,8 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
         | Action::Replay(_)
         | Action::Fork(_)
         | Action::Tail(_)
-        | Action::Rm(_)) => Parsed::Other(Box::new(action)),
+        | Action::Rm(_)
+        | Action::Diff(_)) => Parsed::Other(Box::new(action)),
         // `reel approve` is `run-command --resume --approve`: parsed as that, with the command
         // file's variables as flags.
         Action::Approve(approve) => parse_from(approve.as_run_command(args[0].clone())),
@@ -207,6 +211,7 @@ pub async fn run(parsed: Parsed) -> u8 {
     let result = match action {
         Action::Bench(args) => return reel_bench::run(args).await,
         Action::Verify(args) => return commands::verify::run(args).await,
+        Action::Diff(args) => return commands::diff::run(args).await,
         Action::Serve(args) => return commands::serve::run(args).await,
         Action::Acp(args) => return commands::acp::run(args).await,
         Action::Sessions(args) => commands::sessions::run(args).await,

@@ -3,6 +3,7 @@
 //! another subcommand; `tests/src/cli_modules.rs` checks that no import goes from one to another.
 
 pub mod acp;
+pub mod diff;
 pub mod export;
 pub mod fork;
 pub mod replay;

@@ -1,0 +1,105 @@
+//! A stored session as the turns `reel diff` compares: each run, from its prompt to its end,
+//! read page by page (one turn in memory at a time, however long the session).
+
+use std::collections::VecDeque;
+
+use reel_engine::{LogEntry, LogPages};
+use reel_proto::{Any, chat::UsageInfo};
+use reel_storage::TimelineStore;
+
+/// What a run said and did, as a person compares two of them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Turn {
+    /// The ordinals of its first and last events.
+    pub ordinals: (u64, u64),
+    pub prompt: String,
+    /// The model's text over all its reply calls.
+    pub text: String,
+    /// Each tool call: the tool's name and the arguments.
+    pub tool_calls: Vec<(String, String)>,
+    /// Each tool result: the tool's name, the result and whether it is an error.
+    pub tool_results: Vec<(String, String, bool)>,
+    /// How the run ended (`finished`, `stopped`, `failed`, ...); empty while it goes on.
+    pub status: String,
+    pub usage: UsageInfo,
+}
+
+/// Reads a session's turns in order.
+pub struct TurnReader {
+    pages: LogPages,
+    buffered: VecDeque<LogEntry>,
+    done: bool,
+}
+
+impl TurnReader {
+    /// The turns of session `id`, whose log has `events` events.
+    pub fn new(id: &str, events: u64) -> Self {
+        Self {
+            pages: LogPages::new(id, 0, events),
+            buffered: VecDeque::new(),
+            done: false,
+        }
+    }
+
+    /// The next turn; `None` after the last. A run the log leaves open (it waits, or its
+    /// process died) is a turn without a status.
+    pub async fn next(&mut self, store: &mut TimelineStore) -> anyhow::Result<Option<Turn>> {
+        let mut turn: Option<Turn> = None;
+        while let Some(entry) = self.next_entry(store).await? {
+            let Some(current) = turn.as_mut() else {
+                if let Any::ChatRunStarted(started) = &entry.event {
+                    turn = Some(Turn {
+                        ordinals: (entry.ordinal, entry.ordinal),
+                        prompt: started.prompt.clone(),
+                        ..Turn::default()
+                    });
+                }
+                continue;
+            };
+            current.ordinals.1 = entry.ordinal;
+            if fold(current, &entry.event) {
+                return Ok(turn);
+            }
+        }
+        Ok(turn)
+    }
+
+    async fn next_entry(&mut self, store: &mut TimelineStore) -> anyhow::Result<Option<LogEntry>> {
+        if self.buffered.is_empty() && !self.done {
+            let page = self.pages.next(store).await?;
+            self.done = page.is_empty();
+            self.buffered.extend(page);
+        }
+        Ok(self.buffered.pop_front())
+    }
+}
+
+/// Folds one event of a run into its turn; true when it ends the run.
+fn fold(turn: &mut Turn, event: &Any) -> bool {
+    let (status, usage) = match event {
+        Any::ChatTextDelta(delta) => {
+            turn.text.push_str(&delta.text);
+            return false;
+        }
+        Any::ChatToolCallRequested(call) => {
+            turn.tool_calls
+                .push((call.tool_name.clone(), call.input.clone()));
+            return false;
+        }
+        Any::ChatToolResultReady(result) => {
+            turn.tool_results.push((
+                result.tool_name.clone(),
+                result.result.clone(),
+                result.is_error,
+            ));
+            return false;
+        }
+        Any::ChatRunFinished(end) => (&end.status, end.usage),
+        Any::ChatRunStopped(end) => (&end.status, end.usage),
+        Any::ChatRunFailed(end) => (&end.status, end.usage),
+        _ => return false,
+    };
+    turn.status.clone_from(status);
+    turn.usage = usage.unwrap_or_default();
+    true
+}
