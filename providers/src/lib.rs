@@ -9,6 +9,7 @@
 mod anthropic;
 mod http_stream;
 mod openai;
+mod recorded;
 mod scripted;
 mod secrets;
 mod sse_limit;
@@ -16,6 +17,7 @@ mod sse_limit;
 pub use anthropic::AnthropicProvider;
 pub use http_stream::HttpConfig;
 pub use openai::{OpenAiProvider, messages_json as openai_messages};
+pub use recorded::{CallRecorder, RecordedCall, RecordedProvider, RequestDivergence, RequestPart};
 pub use scripted::{
     Repeat, Script, ScriptError, ScriptToolCall, ScriptUsage, ScriptedProvider, Step, Summary,
 };
