@@ -51,6 +51,10 @@ pub enum Action {
     Export(crate::commands::export::ExportArgs),
     /// Rebuild a session's databases from a capture of its frames.
     Replay(crate::commands::replay::ReplayArgs),
+    /// Re-run a stored session against its recording: its prompts, each model call answered
+    /// with the recorded output, its tools run again; exit 0 when it goes the same way, 3 at
+    /// the first divergence (the same as run-command --command's FILE --rerun SESSION).
+    Rerun(RerunArgs),
     /// Compare two stored sessions turn by turn (texts, tool calls and results, statuses,
     /// usage); exit 0 when they are equal, 1 when they differ.
     Diff(crate::commands::diff::DiffArgs),
@@ -100,6 +104,69 @@ impl ApproveArgs {
             "--approve".into(),
             self.call_id.clone().into(),
         ];
+        args.extend(self.flags.iter().cloned());
+        args
+    }
+}
+
+/// `reel rerun`'s arguments: the re-run is a run of a command file.
+#[derive(clap::Args, Debug)]
+pub struct RerunArgs {
+    /// The session to re-run.
+    pub session: String,
+    /// The command file to re-run it with (the session's own, or a changed one to see what
+    /// the change does).
+    #[arg(long, value_name = "FILE")]
+    pub command: PathBuf,
+    /// Whether the tools run again (and their results are compared) or answer with the
+    /// recorded results.
+    #[arg(long, value_enum, default_value_t = crate::run_args::ToolsMode::Run)]
+    pub tools: crate::run_args::ToolsMode,
+    /// Re-run up to this ordinal of the session's log.
+    #[arg(long, value_name = "ORDINAL")]
+    pub until: Option<u64>,
+    /// The report as text or as one JSON document.
+    #[arg(long, value_enum, default_value_t = crate::run_args::ReportFormat::Text)]
+    pub format: crate::run_args::ReportFormat,
+    /// The re-run's session id (default: a new one).
+    #[arg(long, value_name = "NEW")]
+    pub session_id: Option<String>,
+    #[command(flatten)]
+    pub database: crate::stored::Database,
+    /// More of run-command's flags: the command's variables, budgets, ...
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "FLAGS"
+    )]
+    pub flags: Vec<OsString>,
+}
+
+impl RerunArgs {
+    /// The `run-command` arguments this re-run stands for.
+    fn as_run_command(&self, program: OsString) -> Vec<OsString> {
+        let mut args = vec![
+            program,
+            "run-command".into(),
+            self.command.clone().into_os_string(),
+            "--rerun".into(),
+            self.session.clone().into(),
+            "--rerun-tools".into(),
+            self.tools.as_flag().into(),
+            "--rerun-format".into(),
+            self.format.as_flag().into(),
+        ];
+        if let Some(until) = self.until {
+            args.extend(["--rerun-until".into(), until.to_string().into()]);
+        }
+        let id = self.session_id.clone().unwrap_or_else(reel_engine::new_id);
+        args.extend(["--session-id".into(), id.into()]);
+        if let Some(path) = &self.database.timeline_db {
+            args.extend(["--timeline-db".into(), path.clone().into_os_string()]);
+        }
+        if let Some(dsn) = &self.database.timeline_dsn {
+            args.extend(["--timeline-dsn".into(), dsn.clone().into()]);
+        }
         args.extend(self.flags.iter().cloned());
         args
     }
@@ -175,6 +242,7 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
         // `reel approve` is `run-command --resume --approve`: parsed as that, with the command
         // file's variables as flags.
         Action::Approve(approve) => parse_from(approve.as_run_command(args[0].clone())),
+        Action::Rerun(rerun) => parse_from(rerun.as_run_command(args[0].clone())),
         Action::RunCommand(run_args) => {
             let sub = matches
                 .subcommand_matches("run-command")
@@ -221,7 +289,9 @@ pub async fn run(parsed: Parsed) -> u8 {
         Action::Fork(args) => commands::fork::run(args).await,
         Action::Tail(args) => commands::tail::run(args).await,
         Action::Rm(args) => commands::rm::run(args).await,
-        Action::RunCommand(_) | Action::Approve(_) => unreachable!("parsed as an invocation"),
+        Action::RunCommand(_) | Action::Approve(_) | Action::Rerun(_) => {
+            unreachable!("parsed as an invocation")
+        }
     };
     match result {
         Ok(()) => exit::OK,

@@ -15,3 +15,5 @@ pub const USAGE: u8 = 2;
 /// terminal): it waits in the session's store; `reel approve FILE SESSION CALL_ID --decision ...`
 /// continues it.
 pub const WAITING: u8 = 3;
+/// `reel rerun`: the re-run went another way than the recording (the divergence is on stdout).
+pub const DIVERGED: u8 = 3;

@@ -15,6 +15,7 @@ mod hosting;
 mod outputs;
 mod persistence;
 mod prepare;
+mod rerun;
 mod run_args;
 mod same_file;
 mod signals;

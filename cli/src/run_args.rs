@@ -46,6 +46,40 @@ impl From<Decision> for reel_engine::ApprovalOption {
     }
 }
 
+/// `--rerun`: whether the re-run's tools run, or answer with the recorded results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ToolsMode {
+    Run,
+    Recorded,
+}
+
+impl ToolsMode {
+    /// As the flag's value.
+    pub fn as_flag(self) -> &'static str {
+        match self {
+            ToolsMode::Run => "run",
+            ToolsMode::Recorded => "recorded",
+        }
+    }
+}
+
+/// `--rerun`: how the report is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    Text,
+    Json,
+}
+
+impl ReportFormat {
+    /// As the flag's value.
+    pub fn as_flag(self) -> &'static str {
+        match self {
+            ReportFormat::Text => "text",
+            ReportFormat::Json => "json",
+        }
+    }
+}
+
 /// Model backends this build has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ProviderName {
@@ -158,6 +192,19 @@ pub struct RunCommandArgs {
     /// Words the model reads with a reject_once decision.
     #[arg(long, value_name = "TEXT", requires = "approve")]
     pub decision_message: Option<String>,
+    /// Re-run this stored session into the new session --session-id (see `reel rerun`): stdout
+    /// carries the report, not frames.
+    #[arg(long, value_name = "SESSION", conflicts_with_all = ["stdin_rpc", "resume"], requires = "session_id")]
+    pub rerun: Option<String>,
+    /// With --rerun: whether the tools run, or answer with the recorded results.
+    #[arg(long, value_enum, default_value_t = ToolsMode::Run, requires = "rerun")]
+    pub rerun_tools: ToolsMode,
+    /// With --rerun: re-run the original up to this ordinal of its log.
+    #[arg(long, value_name = "ORDINAL", requires = "rerun")]
+    pub rerun_until: Option<u64>,
+    /// With --rerun: the report as text or as one JSON document.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text, requires = "rerun")]
+    pub rerun_format: ReportFormat,
     /// Take the session over even if another process seems to hold it (a process on another
     /// machine or container whose heartbeat has not expired yet, or one that hangs). That
     /// process's next write fails and it stops. Use it only when you know the holder is gone.

@@ -38,6 +38,8 @@ enum Ending {
     Stopped,
     /// The run waits for a person's decision (exit status 3).
     Waiting,
+    /// A re-run went another way than its recording (exit status 3).
+    Diverged,
 }
 
 pub async fn run(invocation: Invocation) -> u8 {
@@ -117,6 +119,18 @@ pub async fn run(invocation: Invocation) -> u8 {
             session.emit_done(&none, DoneStatus::Failed).await;
             (session, Ending::Failed)
         }
+        Ok(prepared) if args.rerun.is_some() => match reader.as_mut() {
+            Some(store) => rerun_into(session, prepared, store, args, &cancel).await,
+            None => {
+                setup_failed(
+                    session,
+                    &anyhow::anyhow!(
+                        "a re-run needs the timeline database of the session it re-runs"
+                    ),
+                )
+                .await
+            }
+        },
         Ok(prepared) if args.stdin_rpc => {
             serve_stdin(session, prepared, cancel, persisted, args.resume).await
         }
@@ -138,6 +152,7 @@ pub async fn run(invocation: Invocation) -> u8 {
         tracing::error!("output {} failed: {}", failure.sink, failure.message);
     }
     match ending {
+        Ending::Diverged => exit::DIVERGED,
         Ending::Ok if failures.is_empty() => exit::OK,
         Ending::Ok | Ending::Failed => exit::FAILED,
         Ending::Waiting if failures.is_empty() => exit::WAITING,
@@ -174,8 +189,11 @@ fn outputs(args: &crate::run_args::RunCommandArgs) -> (Fanout, Vec<&'static str>
     } else {
         args.output
     };
-    let rendering = Rendering::for_output(mode, args.include_backend_events);
-    fanout.attach(outputs::sink(rendering, std::io::stdout()));
+    // A re-run's stdout is its report; its session is in the database.
+    if args.rerun.is_none() {
+        let rendering = Rendering::for_output(mode, args.include_backend_events);
+        fanout.attach(outputs::sink(rendering, std::io::stdout()));
+    }
     (fanout, capabilities)
 }
 
@@ -380,6 +398,44 @@ async fn one_shot(
         ending
     };
     (session, ending)
+}
+
+/// `reel rerun`: re-runs the stored session `--rerun` names into this new one, and writes the
+/// report on stdout.
+async fn rerun_into(
+    mut session: Session,
+    prepared: Prepared,
+    store: &mut TimelineStore,
+    args: &RunCommandArgs,
+    cancel: &CancellationToken,
+) -> (Session, Ending) {
+    let plan = crate::rerun::Plan {
+        original: args.rerun.clone().unwrap_or_default(),
+        until: args.rerun_until,
+        tools: args.rerun_tools,
+    };
+    let mut prepared = prepared;
+    if let Err(error) = start_tool_servers(&mut session, &mut prepared).await {
+        return setup_failed(session, &error).await;
+    }
+    match crate::rerun::rerun(&mut session, &prepared, store, &plan, cancel).await {
+        Ok(report) => {
+            if let Err(error) = report.print(args.rerun_format) {
+                tracing::error!("cannot write the report: {error}");
+                return (session, Ending::Failed);
+            }
+            let ending = if report.equal {
+                Ending::Ok
+            } else {
+                Ending::Diverged
+            };
+            (session, ending)
+        }
+        Err(error) => {
+            tracing::error!("{}", error_chain(error.as_ref()));
+            (session, Ending::Failed)
+        }
+    }
 }
 
 /// A request the one-shot run cannot take: a terminal error, done `failed`, nothing appended.

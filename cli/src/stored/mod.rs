@@ -7,9 +7,11 @@
 //! view is the stored session's outputs (the ones its live run produced, [`send_stored`])
 //! handed to the sink [`crate::outputs`] builds for it.
 
+pub mod compare;
 mod copy;
 mod export_format;
 pub mod progress;
+pub mod turns;
 
 pub use copy::{check_fork_point, copy_leased};
 pub use export_format::Format;

@@ -248,6 +248,26 @@ impl Toolbox {
         Ok(Self::new(tools, self.max_iterations)?.with_first_call(self.first_call))
     }
 
+    /// The same tools, offered to the model as they are, every call answered by `service`
+    /// instead (a re-run that answers with the recorded results). Nobody is asked first.
+    pub fn answered_by(&self, service: std::sync::Arc<dyn ToolService>) -> Self {
+        let tools = self
+            .tools
+            .iter()
+            .map(|tool| Tool {
+                definition: tool.definition.clone(),
+                executor: ToolExecutor::Service(std::sync::Arc::clone(&service)),
+                approval: Approval::Never,
+                approval_timeout: None,
+                on_interrupted: OnInterrupted::Fail,
+            })
+            .collect();
+        Self {
+            tools,
+            ..self.clone()
+        }
+    }
+
     /// What becomes of an interrupted call of `name` (see [`Tool::on_interrupted`]); an unknown
     /// tool's call fails.
     pub fn on_interrupted(&self, name: &str) -> OnInterrupted {

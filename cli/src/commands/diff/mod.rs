@@ -5,17 +5,16 @@
 //!
 //! Exit status: 0 when the sessions are equal, 1 when they differ (or on an error).
 
-mod compare;
-mod turns;
-
 use std::io::Write;
 
 use reel_engine::error_chain;
 use serde::Serialize;
 
-use crate::stored::Database;
-use compare::{Difference, differences};
-use turns::{Turn, TurnReader};
+use crate::stored::{
+    Database,
+    compare::{Difference, differences},
+    turns::{Turn, TurnReader},
+};
 
 #[derive(clap::Args, Debug)]
 pub struct DiffArgs {

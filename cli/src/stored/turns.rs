@@ -1,5 +1,6 @@
-//! A stored session as the turns `reel diff` compares: each run, from its prompt to its end,
-//! read page by page (one turn in memory at a time, however long the session).
+//! A stored session as turns, as `reel diff` and `reel rerun` compare them: each run, from its
+//! prompt to its end, read page by page (one turn in memory at a time, however long the
+//! session).
 
 use std::collections::VecDeque;
 
@@ -19,6 +20,8 @@ pub struct Turn {
     pub tool_calls: Vec<(String, String)>,
     /// Each tool result: the tool's name, the result and whether it is an error.
     pub tool_results: Vec<(String, String, bool)>,
+    /// The ordinal of each tool result's event (where a report points; not compared).
+    pub result_ordinals: Vec<u64>,
     /// How the run ended (`finished`, `stopped`, `failed`, ...); empty while it goes on.
     pub status: String,
     pub usage: UsageInfo,
@@ -34,8 +37,13 @@ pub struct TurnReader {
 impl TurnReader {
     /// The turns of session `id`, whose log has `events` events.
     pub fn new(id: &str, events: u64) -> Self {
+        Self::between(id, 0, events)
+    }
+
+    /// The turns of session `id` among its events after `after`, up to `up_to`.
+    pub fn between(id: &str, after: u64, up_to: u64) -> Self {
         Self {
-            pages: LogPages::new(id, 0, events),
+            pages: LogPages::new(id, after, up_to),
             buffered: VecDeque::new(),
             done: false,
         }
@@ -44,20 +52,31 @@ impl TurnReader {
     /// The next turn; `None` after the last. A run the log leaves open (it waits, or its
     /// process died) is a turn without a status.
     pub async fn next(&mut self, store: &mut TimelineStore) -> anyhow::Result<Option<Turn>> {
-        let mut turn: Option<Turn> = None;
+        Ok(self.next_with_events(store).await?.map(|(turn, _)| turn))
+    }
+
+    /// The next turn with its events, from its `ChatRunStarted` to its end.
+    pub async fn next_with_events(
+        &mut self,
+        store: &mut TimelineStore,
+    ) -> anyhow::Result<Option<(Turn, Vec<LogEntry>)>> {
+        let mut turn: Option<(Turn, Vec<LogEntry>)> = None;
         while let Some(entry) = self.next_entry(store).await? {
-            let Some(current) = turn.as_mut() else {
+            let Some((current, events)) = turn.as_mut() else {
                 if let Any::ChatRunStarted(started) = &entry.event {
-                    turn = Some(Turn {
+                    let first = Turn {
                         ordinals: (entry.ordinal, entry.ordinal),
                         prompt: started.prompt.clone(),
                         ..Turn::default()
-                    });
+                    };
+                    turn = Some((first, vec![entry]));
                 }
                 continue;
             };
             current.ordinals.1 = entry.ordinal;
-            if fold(current, &entry.event) {
+            let ended = fold(current, &entry);
+            events.push(entry);
+            if ended {
                 return Ok(turn);
             }
         }
@@ -75,7 +94,8 @@ impl TurnReader {
 }
 
 /// Folds one event of a run into its turn; true when it ends the run.
-fn fold(turn: &mut Turn, event: &Any) -> bool {
+fn fold(turn: &mut Turn, entry: &LogEntry) -> bool {
+    let event = &entry.event;
     let (status, usage) = match event {
         Any::ChatTextDelta(delta) => {
             turn.text.push_str(&delta.text);
@@ -92,6 +112,7 @@ fn fold(turn: &mut Turn, event: &Any) -> bool {
                 result.result.clone(),
                 result.is_error,
             ));
+            turn.result_ordinals.push(entry.ordinal);
             return false;
         }
         Any::ChatRunFinished(end) => (&end.status, end.usage),

@@ -1,0 +1,143 @@
+//! `reel rerun SESSION --command FILE`: a stored session re-run against its recording. Its
+//! prompts are fed again, each model call is answered with the recorded output (no network, no
+//! key) once the request matches the recorded one, and the tools run again. The first
+//! divergence stops it (exit 3) and names where and what: a tool result, or a part of a model
+//! request. A re-run that goes the same way is a session `reel diff` finds equal.
+
+use std::path::Path;
+
+use reel_tests::write_file;
+use serde_json::Value;
+
+/// A command whose model says a word, calls `note`, then shows the conversation; `system` is
+/// its system prompt, the tool prints `answer`, `more` adds tools.
+fn command(dir: &Path, name: &str, system: &str, answer: &str, more: &str) -> String {
+    let script = write_file(
+        dir,
+        "script.yaml",
+        "turns:\n  - - text: \"Let me note it. \"\n    - tool_call: {id: c1, name: note, arguments: {what: milk}}\n  - - echo_context\n",
+    );
+    write_file(
+        dir,
+        name,
+        &format!(
+            "name: t\ndescription: t\nprompt: Note the milk.\nsystem_prompt: {system}\nprovider:\n  script: {script}\ntools:\n  - name: note\n    description: Notes.\n    executor:\n      command: [sh, -c, 'echo {answer}']\n{more}"
+        ),
+    )
+}
+
+fn reel(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = reel_tests::run(args);
+    (
+        output.status.code(),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_recorded_session_reruns_the_same_and_a_change_is_named_where_it_diverges() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let db = db.to_str().unwrap();
+    let original = command(dir.path(), "a.yaml", "Be brief.", "noted", "");
+    let (status, _, stderr) = reel(&[
+        "run-command",
+        &original,
+        "--session-id",
+        "orig",
+        "--timeline-db",
+        db,
+    ]);
+    assert_eq!(status, Some(0), "{stderr}");
+
+    // Nothing changed: the same way, and a session diff finds equal.
+    let rerun = |cmd: &str, extra: &[&str]| {
+        let mut args = vec!["rerun", "orig", "--command", cmd, "--timeline-db", db];
+        args.extend(extra);
+        reel(&args)
+    };
+    let (status, out, stderr) = rerun(&original, &["--session-id", "again"]);
+    assert_eq!(status, Some(0), "{out}{stderr}");
+    assert_eq!(out, "equal: again re-ran 1 turns of orig the same way\n");
+    let (status, out, _) = reel(&["diff", "orig", "again", "--timeline-db", db]);
+    assert_eq!(status, Some(0), "{out}");
+
+    // The tool answers otherwise: the tool result diverges, both values shown.
+    let filed = command(dir.path(), "b.yaml", "Be brief.", "filed", "");
+    let (status, out, _) = rerun(&filed, &[]);
+    assert_eq!(status, Some(3), "{out}");
+    assert!(
+        out.starts_with("diverged at turn 1: tool result 1\n"),
+        "{out}"
+    );
+    assert!(out.contains("recorded: note: noted"), "{out}");
+    assert!(out.contains("now: note: filed"), "{out}");
+    // ... unless the tools answer with the recorded results.
+    let (status, out, _) = rerun(&filed, &["--tools", "recorded"]);
+    assert_eq!(status, Some(0), "{out}");
+
+    // Another system prompt: the first model call's request diverges.
+    let long = command(dir.path(), "c.yaml", "Be long.", "noted", "");
+    let (status, out, _) = rerun(&long, &["--format", "json"]);
+    assert_eq!(status, Some(3), "{out}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["equal"], false);
+    assert_eq!(report["divergence"]["kind"], "request");
+    assert_eq!(report["divergence"]["part"], "system prompt");
+    let first_call = report["divergence"]["original"][0].as_u64().unwrap();
+    assert!(first_call > 0, "{report}");
+
+    // One more tool offered: the request's tools, by name.
+    let more = "  - name: file\n    description: Files.\n    executor:\n      command: [sh, -c, 'echo filed']\n";
+    let tooled = command(dir.path(), "d.yaml", "Be brief.", "noted", more);
+    let (status, out, _) = rerun(&tooled, &[]);
+    assert_eq!(status, Some(3), "{out}");
+    assert!(out.contains("request (tools offered)"), "{out}");
+    assert!(out.contains("recorded: [note]"), "{out}");
+    assert!(out.contains("now: [note, file]"), "{out}");
+
+    // A session that is not there: an error, not a divergence.
+    let (status, _, stderr) = reel(&[
+        "rerun",
+        "nobody",
+        "--command",
+        &original,
+        "--timeline-db",
+        db,
+    ]);
+    assert_eq!(status, Some(1));
+    assert!(stderr.contains("no session \"nobody\""), "{stderr}");
+}
+
+/// An input a re-run does not feed back yet (here a person's decision) is refused, naming the
+/// event and how to re-run what comes before it.
+#[test]
+fn an_input_a_rerun_does_not_feed_yet_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let (cmd, _) = reel_tests::approval_fixture::send_command(dir.path(), "");
+    let mut client = reel_tests::approval_fixture::stored_rpc(&cmd, &db, "asked", false);
+    client.send(r#"{"requestId":"s1","submit":{"prompt":"Mail the team."}}"#);
+    client.wait_for("the question", |f| {
+        f.ui_name() == Some("ChatToolApprovalRequested")
+    });
+    client.send(r#"{"requestId":"a1","approve":{"callId":"c1","decision":"allow_once"}}"#);
+    assert_eq!(client.done_of("s1"), "ok");
+    drop(client.finish());
+    let (status, _, stderr) = reel(&[
+        "rerun",
+        "asked",
+        "--command",
+        &cmd,
+        "--timeline-db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(status, Some(1), "{stderr}");
+    assert!(
+        stderr
+            .contains("is a person's decision on a tool call: re-running it is not supported yet"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--until"), "{stderr}");
+}
