@@ -55,6 +55,9 @@ pub enum Action {
     /// with the recorded output, its tools run again; exit 0 when it goes the same way, 3 at
     /// the first divergence (the same as run-command --command's FILE --rerun SESSION).
     Rerun(RerunArgs),
+    /// Re-run recorded sessions as a regression suite: a line per session, a summary, JUnit XML
+    /// with --junit; exit 0 when every one went the same way.
+    Test(crate::commands::test::TestArgs),
     /// Compare two stored sessions turn by turn (texts, tool calls and results, statuses,
     /// usage); exit 0 when they are equal, 1 when they differ.
     Diff(crate::commands::diff::DiffArgs),
@@ -238,7 +241,8 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
         | Action::Fork(_)
         | Action::Tail(_)
         | Action::Rm(_)
-        | Action::Diff(_)) => Parsed::Other(Box::new(action)),
+        | Action::Diff(_)
+        | Action::Test(_)) => Parsed::Other(Box::new(action)),
         // `reel approve` is `run-command --resume --approve`: parsed as that, with the command
         // file's variables as flags.
         Action::Approve(approve) => parse_from(approve.as_run_command(args[0].clone())),
@@ -280,6 +284,7 @@ pub async fn run(parsed: Parsed) -> u8 {
         Action::Bench(args) => return reel_bench::run(args).await,
         Action::Verify(args) => return commands::verify::run(args).await,
         Action::Diff(args) => return commands::diff::run(args).await,
+        Action::Test(args) => return commands::test::run(args).await,
         Action::Serve(args) => return commands::serve::run(args).await,
         Action::Acp(args) => return commands::acp::run(args).await,
         Action::Sessions(args) => commands::sessions::run(args).await,

@@ -141,3 +141,65 @@ fn an_input_a_rerun_does_not_feed_yet_is_named() {
     );
     assert!(stderr.contains("--until"), "{stderr}");
 }
+
+/// `reel test`: a database of recorded sessions as a regression suite, with JUnit XML.
+#[test]
+fn reel_test_reruns_every_session_and_writes_junit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let db = db.to_str().unwrap();
+    let noted = command(dir.path(), "a.yaml", "Be brief.", "noted", "");
+    let filed = command(dir.path(), "b.yaml", "Be brief.", "filed", "");
+    for (cmd, id) in [(&noted, "good"), (&filed, "bad")] {
+        let (status, _, stderr) =
+            reel(&["run-command", cmd, "--session-id", id, "--timeline-db", db]);
+        assert_eq!(status, Some(0), "{stderr}");
+    }
+    let junit = dir.path().join("junit.xml");
+    let (status, out, stderr) = reel(&[
+        "test",
+        "--all",
+        "--command",
+        &noted,
+        "--junit",
+        junit.to_str().unwrap(),
+        "--timeline-db",
+        db,
+    ]);
+    assert_eq!(status, Some(1), "{out}{stderr}");
+    assert!(out.contains("FAIL bad: turn 1: tool result 1"), "{out}");
+    assert!(out.contains("PASS good\n"), "{out}");
+    assert!(out.ends_with("2 sessions: 1 passed, 1 failed\n"), "{out}");
+
+    // The XML parses, with one failure naming the divergence.
+    let checked = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, xml.etree.ElementTree as ET\n\
+             suite = ET.parse(sys.argv[1]).getroot().find('testsuite')\n\
+             failures = [c for c in suite if c.find('failure') is not None]\n\
+             print(suite.get('tests'), len(failures), failures[0].get('name'), failures[0].find('failure').get('message'))",
+            junit.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let seen = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    assert!(seen.starts_with("2 1 bad turn 1: tool result 1"), "{seen}");
+
+    // The passing re-run is gone again; the diverging one is kept, for reel diff.
+    let (_, listed, _) = reel(&["sessions", "--json", "--timeline-db", db]);
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert!(ids.iter().any(|id| id.starts_with("bad.test-")), "{ids:?}");
+}

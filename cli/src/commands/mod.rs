@@ -13,4 +13,5 @@ pub mod serve;
 pub mod sessions;
 pub mod show;
 pub mod tail;
+pub mod test;
 pub mod verify;
