@@ -43,7 +43,7 @@ pub use jsonl::{DebugFileSink, JsonlFrameSink};
 pub use printable::{is_bidi_control, one_line, printable};
 pub use text::TextSink;
 pub use timeline_db::TimelineDbSink;
-pub use transcript::{Transcript, TranscriptFormat, TranscriptSink};
+pub use transcript::{Transcript, TranscriptFormat, TranscriptSink, html_escape};
 pub use turns_db::TurnsDbSink;
 pub use turns_document::TurnsDocumentSink;
 pub use webhook::{SigningKey, WebhookSink, WebhookTarget, WebhookUriError};

@@ -93,6 +93,17 @@ fn sessions_that_did_the_same_are_equal_and_a_changed_tool_result_is_shown() {
         .collect();
     assert_eq!(fields, ["text", "tool result 1"]);
 
+    // The page escapes what a session said: a tool answering markup shows it as text.
+    let (status, html) = diff(&db, "one", "three", "html");
+    assert_eq!(status, Some(1));
+    assert!(html.contains("default-src 'none'"), "{html}");
+    assert!(html.contains("<del>noted</del><ins>filed</ins>"), "{html}");
+    let marked = command(dir.path(), "marked.yaml", "\"<b>bold</b>\"");
+    record(&marked, &db, "marked");
+    let (_, html) = diff(&db, "one", "marked", "html");
+    assert!(html.contains("&lt;b&gt;bold&lt;/b&gt;"), "{html}");
+    assert!(!html.contains("<b>bold"), "{html}");
+
     let (_, markdown) = diff(&db, "one", "three", "markdown");
     assert!(
         markdown.contains("| tool result 1 | note: noted  | note: filed  |"),

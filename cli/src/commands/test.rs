@@ -12,6 +12,9 @@ use std::{ffi::OsString, path::PathBuf, process::Command};
 use anyhow::Context;
 use reel_engine::{LogPages, SessionCatalog, error_chain};
 use reel_proto::Any;
+// HTML's escaping is XML's too, and it shows control characters (which XML 1.0 cannot hold)
+// as \u{..}.
+use reel_sinks::html_escape;
 use serde_json::Value;
 
 use crate::stored::Database;
@@ -176,38 +179,19 @@ fn junit(outcomes: &[Outcome]) -> String {
         outcomes.len()
     );
     for outcome in outcomes {
-        let name = escape(&outcome.session);
+        let name = html_escape(&outcome.session);
         match &outcome.failure {
             None => xml.push_str(&format!(
                 "    <testcase classname=\"reel.rerun\" name=\"{name}\"/>\n"
             )),
             Some(why) => xml.push_str(&format!(
                 "    <testcase classname=\"reel.rerun\" name=\"{name}\">\n      <failure message=\"{}\"/>\n    </testcase>\n",
-                escape(why)
+                html_escape(why)
             )),
         }
     }
     xml.push_str("  </testsuite>\n</testsuites>\n");
     xml
-}
-
-/// Text as XML character data or an attribute value: markup and control characters escaped
-/// (XML 1.0 cannot hold most control characters at all: they become `\u{..}`).
-fn escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&apos;"),
-            '\n' | '\t' => escaped.push(c),
-            c if c.is_control() => escaped.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => escaped.push(c),
-        }
-    }
-    escaped
 }
 
 #[cfg(test)]

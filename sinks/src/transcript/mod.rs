@@ -10,6 +10,7 @@ mod markdown;
 mod sink;
 mod terminal;
 
+pub use html::escape as html_escape;
 pub use sink::{TranscriptFormat, TranscriptSink};
 pub use terminal::{Paint, render};
 

@@ -8,6 +8,7 @@
 use std::io::Write;
 
 use reel_engine::error_chain;
+use reel_sinks::html_escape;
 use serde::Serialize;
 
 use crate::stored::{
@@ -39,6 +40,9 @@ pub enum DiffFormat {
     Json,
     /// A markdown report.
     Markdown,
+    /// One self-contained HTML page (inline CSS, no script, nothing from the network, every
+    /// piece of session text escaped).
+    Html,
 }
 
 /// A turn that differs: where it is in each session, and what differs.
@@ -132,7 +136,64 @@ fn write(report: &Report, format: DiffFormat) -> std::io::Result<()> {
         }
         DiffFormat::Text => write_text(&mut out, report),
         DiffFormat::Markdown => write_markdown(&mut out, report),
+        DiffFormat::Html => write_html(&mut out, report),
     }
+}
+
+/// The page's style: removed words struck through on red, added ones on green.
+const STYLE: &str = "body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}\
+table{border-collapse:collapse;width:100%}td,th{border:1px solid #ccc;padding:.3rem .5rem;vertical-align:top;white-space:pre-wrap}\
+del{background:#fdd}ins{background:#dfd;text-decoration:none}";
+
+fn write_html(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
+    let (a, b) = (html_escape(&report.a), html_escape(&report.b));
+    writeln!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{a} and {b}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{a} and {b}</h1>"
+    )?;
+    for turn in &report.differing {
+        writeln!(out, "<h2>Turn {} ({})</h2>", turn.turn, places(turn))?;
+        writeln!(
+            out,
+            "<table>\n<tr><th>field</th><th>{a}</th><th>{b}</th></tr>"
+        )?;
+        for difference in &turn.differences {
+            let field = html_escape(&difference.field);
+            if difference.words.is_empty() {
+                writeln!(
+                    out,
+                    "<tr><td>{field}</td><td>{}</td><td>{}</td></tr>",
+                    html_escape(&difference.a),
+                    html_escape(&difference.b)
+                )?;
+            } else {
+                let marked: String = difference
+                    .words
+                    .iter()
+                    .map(|run| match run.op {
+                        "removed" => format!("<del>{}</del>", html_escape(&run.text)),
+                        "added" => format!("<ins>{}</ins>", html_escape(&run.text)),
+                        _ => html_escape(&run.text),
+                    })
+                    .collect();
+                writeln!(
+                    out,
+                    "<tr><td>{field}</td><td colspan=\"2\">{marked}</td></tr>"
+                )?;
+            }
+        }
+        writeln!(out, "</table>")?;
+    }
+    let mut summary_line = Vec::new();
+    summary(&mut summary_line, report)?;
+    writeln!(
+        out,
+        "<p>{}</p>\n</body>\n</html>",
+        html_escape(String::from_utf8_lossy(&summary_line).trim())
+    )
 }
 
 fn write_text(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
