@@ -125,6 +125,10 @@ pub struct RerunArgs {
     /// recorded results.
     #[arg(long, value_enum, default_value_t = crate::run_args::ToolsMode::Run)]
     pub tools: crate::run_args::ToolsMode,
+    /// Whether each model call is answered as recorded (a check, stopping at the first
+    /// divergence) or by the command's model again (an evaluation, reporting every difference).
+    #[arg(long, value_enum, default_value_t = crate::run_args::ModelMode::Recorded)]
+    pub model: crate::run_args::ModelMode,
     /// Re-run up to this ordinal of the session's log.
     #[arg(long, value_name = "ORDINAL")]
     pub until: Option<u64>,
@@ -156,6 +160,8 @@ impl RerunArgs {
             self.session.clone().into(),
             "--rerun-tools".into(),
             self.tools.as_flag().into(),
+            "--rerun-model".into(),
+            self.model.as_flag().into(),
             "--rerun-format".into(),
             self.format.as_flag().into(),
         ];

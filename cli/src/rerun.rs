@@ -12,7 +12,9 @@ use std::{collections::HashMap, sync::Arc};
 
 use anyhow::bail;
 use futures::{FutureExt, future::BoxFuture};
-use reel_engine::{LogEntry, RunRequest, Session, ToolCallContext, ToolOutput, ToolService};
+use reel_engine::{
+    LogEntry, Provider, RunRequest, Session, ToolCallContext, ToolOutput, ToolService,
+};
 use reel_proto::{Any, chat::ChatSessionRerun};
 use reel_providers::{CallRecorder, RecordedProvider};
 use reel_storage::TimelineStore;
@@ -21,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     prepare::Prepared,
-    run_args::{ReportFormat, ToolsMode},
+    run_args::{ModelMode, ReportFormat, ToolsMode},
     stored::{
         compare::{Difference, differences},
         turns::TurnReader,
@@ -34,6 +36,7 @@ pub struct Plan {
     /// Up to this ordinal of the original (its whole log by default).
     pub until: Option<u64>,
     pub tools: ToolsMode,
+    pub model: ModelMode,
 }
 
 /// How a re-run went.
@@ -42,10 +45,11 @@ pub struct Report {
     pub session: String,
     pub rerun: String,
     pub equal: bool,
-    /// The turns re-run (up to and with the one that diverged).
+    /// The turns re-run (up to and with the one that diverged, with the recorded model).
     pub turns: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub divergence: Option<Divergence>,
+    /// With the recorded model, the first divergence (the re-run stopped there); with the live
+    /// model, every difference of every turn.
+    pub divergences: Vec<Divergence>,
 }
 
 /// Where and how the re-run went another way than the recording.
@@ -83,6 +87,7 @@ pub async fn rerun(
         session_id: plan.original.clone(),
         until_ordinal: until,
         tools: plan.tools.as_flag().into(),
+        model: plan.model.as_flag().into(),
     };
     session.append(&none, origin).await;
     let mut report = Report {
@@ -90,7 +95,7 @@ pub async fn rerun(
         rerun: session.id().to_owned(),
         equal: true,
         turns: 0,
-        divergence: None,
+        divergences: Vec::new(),
     };
     let mut originals = TurnReader::new(&plan.original, until);
     while let Some((turn, events)) = originals.next_with_events(store).await? {
@@ -102,7 +107,11 @@ pub async fn rerun(
         report.turns += 1;
         let mut recorder = CallRecorder::default();
         events.iter().for_each(|entry| recorder.apply(entry));
-        let provider = RecordedProvider::new(recorder.calls());
+        let recorded = RecordedProvider::new(recorder.calls());
+        let provider: &dyn Provider = match plan.model {
+            ModelMode::Recorded => &recorded,
+            ModelMode::Live => prepared.provider.as_ref(),
+        };
         let recorded_tools;
         let tools = match plan.tools {
             ToolsMode::Run => &prepared.tools,
@@ -118,7 +127,7 @@ pub async fn rerun(
             prompt: turn.prompt.clone(),
             system_prompt: prepared.system_prompt.clone(),
             settings: prepared.settings.clone(),
-            provider: &provider,
+            provider,
             tools,
             tool_client: false,
             approver: None,
@@ -140,6 +149,14 @@ pub async fn rerun(
             );
         };
         let found = differences(&turn, &rerun_turn);
+        if plan.model == ModelMode::Live {
+            // An evaluation: every difference, and on to the next turn.
+            let every = found
+                .into_iter()
+                .map(|d| from_difference(report.turns, d, turn.ordinals, rerun_span));
+            report.divergences.extend(every);
+            continue;
+        }
         // A tool result the re-run made comes before the model call that reads it: when it
         // differs, it is the first divergence.
         let result_index = |d: &Difference| {
@@ -160,7 +177,7 @@ pub async fn rerun(
             let rerun = at_ordinal(&rerun_turn, rerun_span);
             let first = found.into_iter().nth(at).expect("found above");
             Some(from_difference(report.turns, first, original, rerun))
-        } else if let Some(request) = provider.divergence() {
+        } else if let Some(request) = recorded.divergence() {
             Some(Divergence {
                 turn: report.turns,
                 kind: "request".into(),
@@ -177,25 +194,25 @@ pub async fn rerun(
                 turn.ordinals,
                 rerun_span,
             ))
-        } else if provider.calls_left() > 0 {
+        } else if recorded.calls_left() > 0 {
             Some(Divergence {
                 turn: report.turns,
                 kind: "model calls".into(),
                 part: None,
                 original: turn.ordinals,
                 rerun: rerun_span,
-                recorded: format!("{} more model calls", provider.calls_left()),
+                recorded: format!("{} more model calls", recorded.calls_left()),
                 now: "no more".into(),
             })
         } else {
             None
         };
-        if divergence.is_some() {
-            report.equal = false;
-            report.divergence = divergence;
+        if let Some(divergence) = divergence {
+            report.divergences.push(divergence);
             break;
         }
     }
+    report.equal = report.divergences.is_empty();
     Ok(report)
 }
 
@@ -208,32 +225,33 @@ impl Report {
             serde_json::to_writer(&mut out, self)?;
             return writeln!(out);
         }
-        match &self.divergence {
-            None => writeln!(
+        if self.divergences.is_empty() {
+            return writeln!(
                 out,
                 "equal: {} re-ran {} turns of {} the same way",
                 self.rerun, self.turns, self.session
-            ),
-            Some(divergence) => {
-                let what = match &divergence.part {
-                    Some(part) => format!("{} ({part})", divergence.kind),
-                    None => divergence.kind.clone(),
-                };
-                writeln!(
-                    out,
-                    "diverged at turn {}: {what}\n  original: events {}-{} of {}\n  re-run: events {}-{} of {}\n  recorded: {}\n  now: {}",
-                    divergence.turn,
-                    divergence.original.0,
-                    divergence.original.1,
-                    self.session,
-                    divergence.rerun.0,
-                    divergence.rerun.1,
-                    self.rerun,
-                    divergence.recorded,
-                    divergence.now
-                )
-            }
+            );
         }
+        for divergence in &self.divergences {
+            let what = match &divergence.part {
+                Some(part) => format!("{} ({part})", divergence.kind),
+                None => divergence.kind.clone(),
+            };
+            writeln!(
+                out,
+                "diverged at turn {}: {what}\n  original: events {}-{} of {}\n  re-run: events {}-{} of {}\n  recorded: {}\n  now: {}",
+                divergence.turn,
+                divergence.original.0,
+                divergence.original.1,
+                self.session,
+                divergence.rerun.0,
+                divergence.rerun.1,
+                self.rerun,
+                divergence.recorded,
+                divergence.now
+            )?;
+        }
+        Ok(())
     }
 }
 

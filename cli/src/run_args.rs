@@ -63,6 +63,25 @@ impl ToolsMode {
     }
 }
 
+/// `--rerun`: whether each model call is answered with the recorded output (a check: the first
+/// divergence stops it) or by the model again (an evaluation: it runs to the end and reports
+/// every difference).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelMode {
+    Recorded,
+    Live,
+}
+
+impl ModelMode {
+    /// As the flag's value.
+    pub fn as_flag(self) -> &'static str {
+        match self {
+            ModelMode::Recorded => "recorded",
+            ModelMode::Live => "live",
+        }
+    }
+}
+
 /// `--rerun`: how the report is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReportFormat {
@@ -199,6 +218,9 @@ pub struct RunCommandArgs {
     /// With --rerun: whether the tools run, or answer with the recorded results.
     #[arg(long, value_enum, default_value_t = ToolsMode::Run, requires = "rerun")]
     pub rerun_tools: ToolsMode,
+    /// With --rerun: answer each model call as recorded, or ask the model again.
+    #[arg(long, value_enum, default_value_t = ModelMode::Recorded, requires = "rerun")]
+    pub rerun_model: ModelMode,
     /// With --rerun: re-run the original up to this ordinal of its log.
     #[arg(long, value_name = "ORDINAL", requires = "rerun")]
     pub rerun_until: Option<u64>,

@@ -83,9 +83,9 @@ fn a_recorded_session_reruns_the_same_and_a_change_is_named_where_it_diverges() 
     assert_eq!(status, Some(3), "{out}");
     let report: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["equal"], false);
-    assert_eq!(report["divergence"]["kind"], "request");
-    assert_eq!(report["divergence"]["part"], "system prompt");
-    let first_call = report["divergence"]["original"][0].as_u64().unwrap();
+    assert_eq!(report["divergences"][0]["kind"], "request");
+    assert_eq!(report["divergences"][0]["part"], "system prompt");
+    let first_call = report["divergences"][0]["original"][0].as_u64().unwrap();
     assert!(first_call > 0, "{report}");
 
     // One more tool offered: the request's tools, by name.
@@ -202,4 +202,101 @@ fn reel_test_reruns_every_session_and_writes_junit() {
         .collect();
     assert_eq!(ids.len(), 3, "{ids:?}");
     assert!(ids.iter().any(|id| id.starts_with("bad.test-")), "{ids:?}");
+}
+
+/// `--model live`: the command's model answers again (here another script): an evaluation,
+/// not a check. It runs to the end and reports every turn's differences, the same ones
+/// `reel diff` lists for the two sessions.
+#[test]
+fn a_live_rerun_runs_to_the_end_and_reports_every_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let db = db.to_str().unwrap();
+    let original = command(dir.path(), "a.yaml", "Be brief.", "noted", "");
+    for resume in [false, true] {
+        let mut args = vec![
+            "run-command",
+            &original,
+            "--session-id",
+            "orig",
+            "--timeline-db",
+            db,
+        ];
+        if resume {
+            args.push("--resume");
+        }
+        let (status, _, stderr) = reel(&args);
+        assert_eq!(status, Some(0), "{stderr}");
+    }
+    // Another model: it answers every call in other words.
+    let other = tempfile::tempdir().unwrap();
+    let live = write_file(
+        other.path(),
+        "script.yaml",
+        "turns:\n  - - text: \"Noting. \"\n    - tool_call: {id: c1, name: note, arguments: {what: milk}}\n  - - text: \"Done.\"\n  - - text: \"Noting again. \"\n    - tool_call: {id: c2, name: note, arguments: {what: milk}}\n  - - text: \"Done again.\"\n",
+    );
+    let text = std::fs::read_to_string(&original).unwrap();
+    let script_line = text.lines().find(|l| l.contains("script:")).unwrap();
+    let live_command = write_file(
+        other.path(),
+        "live.yaml",
+        &text.replace(script_line, &format!("  script: {live}")),
+    );
+    let (status, out, stderr) = reel(&[
+        "rerun",
+        "orig",
+        "--command",
+        &live_command,
+        "--model",
+        "live",
+        "--session-id",
+        "evaluated",
+        "--format",
+        "json",
+        "--timeline-db",
+        db,
+    ]);
+    assert_eq!(status, Some(3), "{out}{stderr}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["turns"], 2, "it ran to the end");
+    let found: Vec<(u64, String)> = report["divergences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["turn"].as_u64().unwrap(),
+                d["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(found.contains(&(1, "text".into())), "{found:?}");
+    assert!(found.contains(&(2, "text".into())), "{found:?}");
+
+    let (status, diffed, _) = reel(&[
+        "diff",
+        "orig",
+        "evaluated",
+        "--format",
+        "json",
+        "--timeline-db",
+        db,
+    ]);
+    assert_eq!(status, Some(1));
+    let diffed: Value = serde_json::from_str(&diffed).unwrap();
+    let listed: Vec<(u64, String)> = diffed["differing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|turn| {
+            let n = turn["turn"].as_u64().unwrap();
+            turn["differences"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |d| (n, d["field"].as_str().unwrap().to_owned()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(listed, found, "reel diff lists the same differences");
 }

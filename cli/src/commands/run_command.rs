@@ -413,6 +413,7 @@ async fn rerun_into(
         original: args.rerun.clone().unwrap_or_default(),
         until: args.rerun_until,
         tools: args.rerun_tools,
+        model: args.rerun_model,
     };
     let mut prepared = prepared;
     if let Err(error) = start_tool_servers(&mut session, &mut prepared).await {

@@ -153,7 +153,7 @@ fn rerun(args: &TestArgs, session: &str) -> anyhow::Result<Outcome> {
 
 /// A divergence of a re-run's JSON report in one line.
 fn divergence_line(report: &Value) -> String {
-    let divergence = &report["divergence"];
+    let divergence = &report["divergences"][0];
     let what = match divergence["part"].as_str() {
         Some(part) => format!(
             "{} ({part})",
