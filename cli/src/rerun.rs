@@ -4,9 +4,10 @@
 //! run (or answer with the recorded results). After each turn the re-run's turn is read back
 //! from the store and compared with the original's; the first difference stops it.
 //!
-//! What it feeds back is the prompts of the runs. A turn with another kind of input (a steer, a
-//! follow-up queued during a run, a client tool's answer, a person's decision, a cancel, a
-//! compaction) is refused, naming the event: re-running those is not done yet.
+//! What it feeds back is the prompts of the runs (a follow-up is the prompt of the run it
+//! started); a compaction in a run happens again where the context policy says, its summary
+//! answered as recorded. A turn with another kind of input (a steer, a client tool's answer, a
+//! person's decision, a cancel) is refused, naming the event: re-running those is not done yet.
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -276,15 +277,14 @@ fn from_difference(
 fn refuse_unsupported(original: &str, events: &[LogEntry]) -> anyhow::Result<()> {
     for entry in events {
         let what = match &entry.event {
-            Any::ChatPromptQueued(_) | Any::ChatPromptDelivered(_) => {
-                "a steer or a follow-up queued during a run"
-            }
+            // A follow-up queued during a run is the next run's prompt: fed as such.
+            Any::ChatPromptQueued(queued) if queued.kind == "follow_up" => continue,
+            Any::ChatPromptQueued(_) | Any::ChatPromptDelivered(_) => "a steer",
             Any::ChatToolApprovalRequested(_) => "a person's decision on a tool call",
             Any::ChatToolExecutionStarted(started) if started.status == "awaiting_client" => {
                 "a client tool's answer"
             }
             Any::ChatRunStopped(_) => "a cancel",
-            Any::ChatContextCompacted(_) => "a compaction",
             _ => continue,
         };
         bail!(

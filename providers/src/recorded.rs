@@ -33,6 +33,20 @@ pub struct CallRecorder {
 impl CallRecorder {
     /// Folds one log entry in.
     pub fn apply(&mut self, entry: &LogEntry) {
+        if let Any::ChatContextCompacted(compacted) = &entry.event {
+            // A summarization call's text is not streamed into the log: it is the summary
+            // this event holds, the answer of the call just before it.
+            if let Some(call) = self.calls.last_mut() {
+                let end = call
+                    .events
+                    .iter()
+                    .position(|e| matches!(e, ProviderEvent::Finished { .. }))
+                    .unwrap_or(call.events.len());
+                call.events
+                    .insert(end, ProviderEvent::TextDelta(compacted.summary.clone()));
+            }
+            return;
+        }
         if let Any::ChatProviderCallStarted(started) = &entry.event {
             self.calls.push(RecordedCall {
                 ordinal: entry.ordinal,

@@ -300,3 +300,82 @@ fn a_live_rerun_runs_to_the_end_and_reports_every_difference() {
         .collect();
     assert_eq!(listed, found, "reel diff lists the same differences");
 }
+
+/// A session whose context was compacted in a run re-runs the same: the compaction happens
+/// again where the context policy says, its summary answered as recorded.
+#[test]
+fn a_session_with_a_compaction_reruns_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let db = db.to_str().unwrap();
+    let words = "tell me about the weather in the mountains this weekend and whether I should bring a coat ".repeat(2);
+    let cmd = write_file(
+        dir.path(),
+        "c.yaml",
+        &format!(
+            "name: t\ndescription: t\nprompt: {words}\ncontext: {{window_tokens: 400, compact_at: 0.5, keep_recent_turns: 1}}\n"
+        ),
+    );
+    for resume in [false, true, true, true] {
+        let mut args = vec![
+            "run-command",
+            &cmd,
+            "--session-id",
+            "long",
+            "--timeline-db",
+            db,
+        ];
+        if resume {
+            args.push("--resume");
+        }
+        let (status, _, stderr) = reel(&args);
+        assert_eq!(status, Some(0), "{stderr}");
+    }
+    let compacted = reel_tests::TimelineDb::open(std::path::Path::new(db))
+        .events("long")
+        .iter()
+        .filter(|e| matches!(e.event, reel_proto::Any::ChatContextCompacted(_)))
+        .count();
+    assert!(compacted > 0, "the window forced a compaction");
+    let (status, out, stderr) = reel(&["rerun", "long", "--command", &cmd, "--timeline-db", db]);
+    assert_eq!(status, Some(0), "{out}{stderr}");
+    assert!(out.contains("re-ran 4 turns of long the same way"), "{out}");
+}
+
+/// A follow-up queued while a run went on is the prompt of the run it started: fed as such.
+#[test]
+fn a_follow_up_queued_during_a_run_is_fed_as_the_next_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let script = write_file(
+        dir.path(),
+        "script.yaml",
+        "turns:\n  - - text: \"first \"\n    - sleep_ms: 400\n    - text: \"answer\"\n  - - text: \"second answer\"\n",
+    );
+    let cmd = write_file(
+        dir.path(),
+        "f.yaml",
+        &format!("name: t\ndescription: t\nprompt: unused\nprovider:\n  script: {script}\n"),
+    );
+    let mut client = reel_tests::approval_fixture::stored_rpc(&cmd, &db, "queued", false);
+    client.send(r#"{"requestId":"s1","submit":{"prompt":"One."}}"#);
+    client.send(r#"{"requestId":"f1","followUp":{"prompt":"Two."}}"#);
+    client.wait_for("the follow-up queued", |f| {
+        f.ui_name() == Some("ChatPromptQueued")
+    });
+    assert_eq!(client.done_of("f1"), "ok");
+    drop(client.finish());
+    let (status, out, stderr) = reel(&[
+        "rerun",
+        "queued",
+        "--command",
+        &cmd,
+        "--timeline-db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(status, Some(0), "{out}{stderr}");
+    assert!(
+        out.contains("re-ran 2 turns of queued the same way"),
+        "{out}"
+    );
+}
