@@ -2,7 +2,9 @@
 //! database and a context window small enough that compaction runs every hundred turns or so,
 //! N sequential submits of echoed replies, and what each tenth of the session cost: CPU time
 //! and resident memory. A session's cost must not grow with its age: the last tenth's CPU is
-//! compared with the first's, and the memory kept per turn is printed.
+//! compared with the first's, and the memory kept per turn is printed. Then the session is
+//! re-run against its recording (`reel rerun`, a child process), for what a recorded re-run
+//! costs per turn beside the run it replays (target: no more).
 
 use std::{ffi::OsStr, io, time::Instant};
 
@@ -29,6 +31,7 @@ pub fn run(turns: usize) -> io::Result<()> {
     let decile = turns / 10;
     let started = Instant::now();
     let (mut cpu_before, rss_start) = (cpu_seconds(served.pid()), served.status_kib("VmRSS"));
+    let cpu_start = cpu_before;
     let mut per_turn = Vec::new();
     let mut compactions = 0;
     for turn in 1..=turns {
@@ -48,6 +51,7 @@ pub fn run(turns: usize) -> io::Result<()> {
         }
     }
     let rss_end = served.status_kib("VmRSS");
+    let original_cpu = cpu_seconds(served.pid()) - cpu_start;
     served.shutdown()?;
     let (first, last) = (per_turn[0], per_turn[per_turn.len() - 1]);
     let kept = (rss_end.saturating_sub(rss_start) * 1024) as f64 / turns as f64;
@@ -56,7 +60,55 @@ pub fn run(turns: usize) -> io::Result<()> {
         last / first.max(1.0),
         started.elapsed().as_secs_f64()
     );
+    let (rerun_cpu, rerun_seconds) = rerun(folder.path(), &db, &window)?;
+    let (ran, reran) = (
+        original_cpu * 1e6 / turns as f64,
+        rerun_cpu * 1e6 / turns as f64,
+    );
+    println!(
+        "recorded re-run of the {turns} turns: {reran:.0} us CPU per turn, {:.0} turns/s; the run it replays: {ran:.0} us per turn; re-run / run: {:.2} (target at most 1)",
+        turns as f64 / rerun_seconds,
+        reran / ran.max(1.0)
+    );
     Ok(())
+}
+
+/// Re-runs the session `bench` of `db` against its recording in a `reel rerun` child (with the
+/// same command and window); its CPU time and wall time, in seconds.
+fn rerun(folder: &std::path::Path, db: &std::path::Path, window: &str) -> io::Result<(f64, f64)> {
+    let command = folder.join("bench.yaml");
+    std::fs::write(
+        &command,
+        "name: bench\ndescription: bench\nprompt: unused\n",
+    )?;
+    let before = children_cpu_seconds();
+    let started = Instant::now();
+    let output = std::process::Command::new(std::env::current_exe()?)
+        .args([
+            "rerun".as_ref(),
+            "bench".as_ref(),
+            "--command".as_ref(),
+            command.as_os_str(),
+        ])
+        .args(["--timeline-db".as_ref(), db.as_os_str()])
+        .args(["--context-window", window])
+        .output()?;
+    let seconds = started.elapsed().as_secs_f64();
+    if !output.status.success() {
+        return Err(io::Error::other(format!(
+            "reel rerun did not re-run the session the same way: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    Ok((children_cpu_seconds() - before, seconds))
+}
+
+/// The CPU time (user and system) of this process's children that have been waited for.
+fn children_cpu_seconds() -> f64 {
+    let fields = stat_fields("self");
+    // cutime and cstime are the 16th and 17th fields (13 and 14 after the name).
+    (field(&fields, 13) + field(&fields, 14)) / USER_HZ
 }
 
 /// The context window the session runs in: an echoed turn is about 16 tokens by reel's
@@ -65,20 +117,26 @@ const WINDOW_TOKENS: u64 = 1000;
 
 /// The CPU time (user and system) process `pid` has used, in seconds.
 fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |at: usize| {
-        fields
-            .get(at)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
+    let fields = stat_fields(&pid.to_string());
     // utime and stime are the 14th and 15th fields of the line (11 and 12 after the name).
-    (ticks(11) + ticks(12)) / USER_HZ
+    (field(&fields, 11) + field(&fields, 12)) / USER_HZ
+}
+
+/// The fields of `/proc/PROCESS/stat` after the command name (which is in parentheses and may
+/// hold spaces).
+fn stat_fields(process: &str) -> Vec<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{process}/stat")).unwrap_or_default();
+    stat.rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Field `at` of `fields` as a number of clock ticks (0 when missing).
+fn field(fields: &[String], at: usize) -> f64 {
+    fields
+        .get(at)
+        .and_then(|f| f.parse::<f64>().ok())
+        .unwrap_or(0.0)
 }
 
 /// The unit of /proc's CPU times: clock ticks, 100 a second on Linux (USER_HZ, fixed by the
