@@ -35,6 +35,18 @@ fn reel(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+/// `reel rerun SESSION --command CMD` on the database `db`.
+fn rerun_of(session: &str, cmd: &str, db: &Path) -> (Option<i32>, String, String) {
+    reel(&[
+        "rerun",
+        session,
+        "--command",
+        cmd,
+        "--timeline-db",
+        db.to_str().unwrap(),
+    ])
+}
+
 #[test]
 fn a_recorded_session_reruns_the_same_and_a_change_is_named_where_it_diverges() {
     let dir = tempfile::tempdir().unwrap();
@@ -125,14 +137,7 @@ fn an_input_a_rerun_does_not_feed_yet_is_named() {
     client.send(r#"{"requestId":"a1","approve":{"callId":"c1","decision":"allow_once"}}"#);
     assert_eq!(client.done_of("s1"), "ok");
     drop(client.finish());
-    let (status, _, stderr) = reel(&[
-        "rerun",
-        "asked",
-        "--command",
-        &cmd,
-        "--timeline-db",
-        db.to_str().unwrap(),
-    ]);
+    let (status, _, stderr) = rerun_of("asked", &cmd, &db);
     assert_eq!(status, Some(1), "{stderr}");
     assert!(
         stderr
@@ -365,14 +370,7 @@ fn a_follow_up_queued_during_a_run_is_fed_as_the_next_prompt() {
     });
     assert_eq!(client.done_of("f1"), "ok");
     drop(client.finish());
-    let (status, out, stderr) = reel(&[
-        "rerun",
-        "queued",
-        "--command",
-        &cmd,
-        "--timeline-db",
-        db.to_str().unwrap(),
-    ]);
+    let (status, out, stderr) = rerun_of("queued", &cmd, &db);
     assert_eq!(status, Some(0), "{out}{stderr}");
     assert!(
         out.contains("re-ran 2 turns of queued the same way"),
