@@ -53,7 +53,7 @@ pub use hosted::{
     too_large,
 };
 pub use id::{IdError, MAX_REQUEST_ID, MAX_SESSION_ID, check_request_id, check_session_id, new_id};
-pub use log::{EventLog, LogEntry, ordinal_error};
+pub use log::{EventLog, LogEntry, now_ms, ordinal_error};
 pub use log_pages::LogPages;
 pub use output::{CommittedEvent, Output, OutputKind, hello_frame};
 pub use projection::Projection;

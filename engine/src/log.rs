@@ -87,7 +87,7 @@ pub fn ordinal_error(found: u64, expected: u64) -> String {
 }
 
 /// Milliseconds since the Unix epoch, now.
-pub(crate) fn now_ms() -> u64 {
+pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)

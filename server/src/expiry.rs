@@ -38,7 +38,7 @@ async fn expire_due(host: &Host) {
             return;
         }
     };
-    let now = now_ms();
+    let now = reel_engine::now_ms();
     for session in waiting {
         let due = session
             .pending
@@ -54,10 +54,4 @@ async fn expire_due(host: &Host) {
             tracing::debug!("session {id}: not loaded to expire its approval: {error}");
         }
     }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }

@@ -12,7 +12,7 @@ use std::{io::IsTerminal, panic::AssertUnwindSafe, path::Path, sync::Arc};
 use futures::FutureExt;
 use reel_engine::{
     ApprovalOption, DoneStatus, ErrorCode, Fanout, RunOutcome, RunRequest, ServeConfig, ServeEnd,
-    Session, ToolCallStatus, hello_frame, new_id, serve,
+    Session, hello_frame, new_id, serve,
 };
 use reel_sinks::{DebugFileSink, JsonlFrameSink};
 use tokio_util::sync::CancellationToken;
@@ -41,6 +41,12 @@ enum Ending {
     /// A re-run went another way than its recording (exit status 3).
     Diverged,
 }
+
+mod rerun_host;
+mod waiting;
+
+use rerun_host::rerun_into;
+use waiting::{ApproveHint, waiting_calls};
 
 pub async fn run(invocation: Invocation) -> u8 {
     let args = &invocation.args;
@@ -400,45 +406,6 @@ async fn one_shot(
     (session, ending)
 }
 
-/// `reel rerun`: re-runs the stored session `--rerun` names into this new one, and writes the
-/// report on stdout.
-async fn rerun_into(
-    mut session: Session,
-    prepared: Prepared,
-    store: &mut TimelineStore,
-    args: &RunCommandArgs,
-    cancel: &CancellationToken,
-) -> (Session, Ending) {
-    let plan = crate::rerun::Plan {
-        original: args.rerun.clone().unwrap_or_default(),
-        until: args.rerun_until,
-        tools: args.rerun_tools,
-        model: args.rerun_model,
-    };
-    let mut prepared = prepared;
-    if let Err(error) = start_tool_servers(&mut session, &mut prepared).await {
-        return setup_failed(session, &error).await;
-    }
-    match crate::rerun::rerun(&mut session, &prepared, store, &plan, cancel).await {
-        Ok(report) => {
-            if let Err(error) = report.print(args.rerun_format) {
-                tracing::error!("cannot write the report: {error}");
-                return (session, Ending::Failed);
-            }
-            let ending = if report.equal {
-                Ending::Ok
-            } else {
-                Ending::Diverged
-            };
-            (session, ending)
-        }
-        Err(error) => {
-            tracing::error!("{}", error_chain(error.as_ref()));
-            (session, Ending::Failed)
-        }
-    }
-}
-
 /// A request the one-shot run cannot take: a terminal error, done `failed`, nothing appended.
 async fn refuse(mut session: Session, code: ErrorCode, message: &str) -> (Session, Ending) {
     let none: Arc<str> = Arc::from("");
@@ -446,45 +413,6 @@ async fn refuse(mut session: Session, code: ErrorCode, message: &str) -> (Sessio
     session.emit_error(&none, code, message, true).await;
     session.emit_done(&none, DoneStatus::Failed).await;
     (session, Ending::Failed)
-}
-
-/// What the hint to decide on a waiting call names: the command file, and the flag of the
-/// timeline database when one was given.
-struct ApproveHint {
-    command_file: std::path::PathBuf,
-    database: String,
-}
-
-impl ApproveHint {
-    fn of(args: &RunCommandArgs) -> Self {
-        let database = match (&args.timeline_db, &args.timeline_dsn) {
-            (Some(path), _) => format!(" --timeline-db {}", path.display()),
-            (None, Some(dsn)) => format!(" --timeline-dsn {dsn}"),
-            (None, None) => String::new(),
-        };
-        Self {
-            command_file: args.command_file.clone(),
-            database,
-        }
-    }
-}
-
-/// The calls the session's run waits on, and how to decide on them.
-fn waiting_calls(session: &Session, hint: &ApproveHint) -> String {
-    let calls: Vec<String> = session
-        .timeline()
-        .unanswered_tool_calls()
-        .into_iter()
-        .filter(|call| call.status == String::from(ToolCallStatus::AwaitingApproval))
-        .map(|call| format!("{} ({} {})", call.tool_call_id, call.tool_name, call.input))
-        .collect();
-    format!(
-        "waiting: {}; decide with `reel approve {} {} CALL_ID --decision allow_once|allow_always|reject_once{}`",
-        calls.join(", "),
-        hint.command_file.display(),
-        session.id(),
-        hint.database
-    )
 }
 
 /// Starts the command's MCP servers: their tools join `prepared.tools`, and the event that
