@@ -17,7 +17,9 @@ mod sse_limit;
 pub use anthropic::AnthropicProvider;
 pub use http_stream::HttpConfig;
 pub use openai::{OpenAiProvider, messages_json as openai_messages};
-pub use recorded::{CallRecorder, RecordedCall, RecordedProvider, RequestDivergence, RequestPart};
+pub use recorded::{
+    CallRecorder, RecordedCall, RecordedEnd, RecordedProvider, RequestDivergence, RequestPart,
+};
 pub use scripted::{
     Repeat, Script, ScriptError, ScriptToolCall, ScriptUsage, ScriptedProvider, Step, Summary,
 };

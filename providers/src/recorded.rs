@@ -4,8 +4,14 @@
 //! reason), after the request the re-run sends is compared with the one the recorded call was
 //! sent (its `ChatProviderCallStarted.request`): a part that differs is a divergence, and the
 //! call fails instead of answering, so that the re-run stops where it went another way.
+//!
+//! A call that failed fails again with the run's recorded error; a call that was cancelled
+//! streams what it had streamed and then waits, for the cancel the re-run feeds at that point.
 
-use std::{collections::VecDeque, sync::Mutex};
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::Mutex,
+};
 
 use futures::StreamExt;
 use reel_engine::{
@@ -20,14 +26,32 @@ use reel_proto::{Any, chat::ModelRequestFingerprint};
 pub struct RecordedCall {
     /// The ordinal of its `ChatProviderCallStarted`.
     pub ordinal: u64,
+    /// The provider that answered it (`ChatProviderCallStarted.provider`).
+    pub provider: String,
     pub request: Option<ModelRequestFingerprint>,
     pub events: Vec<ProviderEvent>,
+    pub end: RecordedEnd,
+}
+
+/// How a recorded call ended, besides the events it streamed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum RecordedEnd {
+    /// It finished (its last event is `Finished`), or the log ends before it did.
+    #[default]
+    Answered,
+    /// It failed with this error (the run's `ChatRunFailed.error`).
+    Failed(String),
+    /// The run was cancelled while it streamed.
+    Cancelled,
 }
 
 /// Folds a log, in order, into its model calls.
 #[derive(Default)]
 pub struct CallRecorder {
     calls: Vec<RecordedCall>,
+    /// The provider's call id of each streamed tool call, by its entity's message id (what a
+    /// `ChatToolArgumentsDelta` names).
+    tool_calls: HashMap<String, String>,
 }
 
 impl CallRecorder {
@@ -50,9 +74,20 @@ impl CallRecorder {
         if let Any::ChatProviderCallStarted(started) = &entry.event {
             self.calls.push(RecordedCall {
                 ordinal: entry.ordinal,
+                provider: started.provider.clone(),
                 request: started.request.clone(),
-                events: Vec::new(),
+                ..RecordedCall::default()
             });
+            self.tool_calls.clear();
+            return;
+        }
+        if let Any::ChatRunFailed(failed) = &entry.event {
+            // The run failed at its last call: the call failed with this error.
+            if let Some(call) = self.calls.last_mut()
+                && call.end == RecordedEnd::Failed(String::new())
+            {
+                call.end = RecordedEnd::Failed(failed.error.clone());
+            }
             return;
         }
         let Some(call) = self.calls.last_mut() else {
@@ -70,6 +105,27 @@ impl CallRecorder {
             Any::ChatReasoningSignature(signed) => {
                 events.push(ProviderEvent::ReasoningSignature(signed.signature.clone()))
             }
+            Any::ChatToolCallStarted(started) => {
+                self.tool_calls
+                    .insert(started.message_id.clone(), started.tool_call_id.clone());
+                events.push(ProviderEvent::ToolCallStarted {
+                    id: started.tool_call_id.clone(),
+                    name: started.tool_name.clone(),
+                });
+            }
+            Any::ChatToolArgumentsDelta(delta) => {
+                if let Some(id) = self.tool_calls.get(&delta.message_id) {
+                    events.push(ProviderEvent::ToolArgumentsDelta {
+                        id: id.clone(),
+                        delta: delta.arguments.clone(),
+                    });
+                }
+            }
+            Any::ChatProviderCallRetrying(retrying) => events.push(ProviderEvent::Retrying {
+                attempt: retrying.attempt,
+                delay_ms: retrying.delay_ms,
+                reason: retrying.reason.clone(),
+            }),
             Any::ChatToolCallRequested(call) => events.push(ProviderEvent::ToolCallReady {
                 id: call.tool_call_id.clone(),
                 name: call.tool_name.clone(),
@@ -79,6 +135,14 @@ impl CallRecorder {
                 if let Some(usage) = updated.usage {
                     events.push(ProviderEvent::Usage(usage));
                 }
+            }
+            // The end of a call the run cancelled, or that failed, is the engine's, not the
+            // model's: the call answers so again (see RecordedEnd).
+            Any::ChatProviderCallFinished(finished) if finished.finish_class == "cancelled" => {
+                call.end = RecordedEnd::Cancelled;
+            }
+            Any::ChatProviderCallFinished(finished) if finished.finish_class == "error" => {
+                call.end = RecordedEnd::Failed(String::new());
             }
             Any::ChatProviderCallFinished(finished) => {
                 if !finished.response_model.is_empty() {
@@ -136,14 +200,24 @@ pub struct RequestDivergence {
 
 /// Plays recorded calls back in order; see the module's documentation.
 pub struct RecordedProvider {
+    /// The recorded provider's name, which the re-run's calls carry too: the re-run's events
+    /// are the original's but for ids and times (its first event says it is a re-run).
+    name: String,
     calls: Mutex<VecDeque<RecordedCall>>,
     divergence: Mutex<Option<RequestDivergence>>,
 }
 
 impl RecordedProvider {
     pub fn new(calls: impl IntoIterator<Item = RecordedCall>) -> Self {
+        let calls: VecDeque<RecordedCall> = calls.into_iter().collect();
+        let name = calls
+            .front()
+            .map(|call| call.provider.clone())
+            .filter(|name| !name.is_empty())
+            .unwrap_or_else(|| "recorded".to_owned());
         Self {
-            calls: Mutex::new(calls.into_iter().collect()),
+            name,
+            calls: Mutex::new(calls),
             divergence: Mutex::new(None),
         }
     }
@@ -171,7 +245,7 @@ impl RecordedProvider {
 
 impl Provider for RecordedProvider {
     fn name(&self) -> &str {
-        "recorded"
+        &self.name
     }
 
     fn stream(&self, request: ModelRequest) -> ProviderStream {
@@ -194,7 +268,16 @@ impl Provider for RecordedProvider {
                 now: is,
             });
         }
-        futures::stream::iter(call.events.into_iter().map(Ok)).boxed()
+        let answered = futures::stream::iter(call.events.into_iter().map(Ok));
+        match call.end {
+            RecordedEnd::Answered => answered.boxed(),
+            RecordedEnd::Failed(error) => {
+                let failed =
+                    futures::stream::once(async move { Err(ProviderError::Upstream(error)) });
+                answered.chain(failed).boxed()
+            }
+            RecordedEnd::Cancelled => answered.chain(futures::stream::pending()).boxed(),
+        }
     }
 }
 

@@ -63,18 +63,12 @@ impl TurnReader {
         let mut turn: Option<(Turn, Vec<LogEntry>)> = None;
         while let Some(entry) = self.next_entry(store).await? {
             let Some((current, events)) = turn.as_mut() else {
-                if let Any::ChatRunStarted(started) = &entry.event {
-                    let first = Turn {
-                        ordinals: (entry.ordinal, entry.ordinal),
-                        prompt: started.prompt.clone(),
-                        ..Turn::default()
-                    };
+                if let Some(first) = Turn::begin(&entry) {
                     turn = Some((first, vec![entry]));
                 }
                 continue;
             };
-            current.ordinals.1 = entry.ordinal;
-            let ended = fold(current, &entry);
+            let ended = current.fold(&entry);
             events.push(entry);
             if ended {
                 return Ok(turn);
@@ -90,6 +84,38 @@ impl TurnReader {
             self.buffered.extend(page);
         }
         Ok(self.buffered.pop_front())
+    }
+}
+
+impl Turn {
+    /// The turn a run's `ChatRunStarted` begins; `None` for any other event.
+    pub fn begin(entry: &LogEntry) -> Option<Self> {
+        let Any::ChatRunStarted(started) = &entry.event else {
+            return None;
+        };
+        Some(Turn {
+            ordinals: (entry.ordinal, entry.ordinal),
+            prompt: started.prompt.clone(),
+            ..Turn::default()
+        })
+    }
+
+    /// The first turn among `events` (the events of one run, and maybe some before it).
+    pub fn of<'a>(events: impl IntoIterator<Item = &'a LogEntry>) -> Option<Self> {
+        let mut events = events.into_iter();
+        let mut turn = events.by_ref().find_map(Turn::begin)?;
+        for entry in events {
+            if turn.fold(entry) {
+                break;
+            }
+        }
+        Some(turn)
+    }
+
+    /// Folds the next event of the run in; true when it ends the run.
+    pub fn fold(&mut self, entry: &LogEntry) -> bool {
+        self.ordinals.1 = entry.ordinal;
+        fold(self, entry)
     }
 }
 

@@ -49,6 +49,13 @@ impl ActiveRun<'_> {
             .any(|wait| wait.call.tool_call_id == tool_call_id)
     }
 
+    /// The ids of the calls of this run that wait for a person's decision, in the order asked.
+    pub fn calls_awaiting_decision(&self) -> impl Iterator<Item = &str> {
+        self.approval_waits
+            .iter()
+            .map(|wait| wait.call.tool_call_id.as_str())
+    }
+
     /// The calls waiting for a decision, taken (see [`Session::decide`]).
     pub(crate) fn take_approval_waits(&mut self) -> Vec<ApprovalWait> {
         std::mem::take(&mut self.approval_waits)

@@ -235,6 +235,14 @@ impl<'a> ActiveRun<'a> {
         answer.send(output).is_ok()
     }
 
+    /// The ids of the client tool calls waiting for their client's answer, in the order asked.
+    pub fn calls_awaiting_client(&self) -> impl Iterator<Item = &str> {
+        self.client_waits
+            .iter()
+            .filter(|(_, answer)| !answer.is_closed())
+            .map(|(id, _)| id.as_str())
+    }
+
     /// Fails every client tool call still waiting: its client will not answer (it closed its
     /// input or asked to shut down).
     pub fn abandon_client_tools(&mut self) {
