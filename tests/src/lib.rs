@@ -14,6 +14,7 @@ pub mod acp_client;
 pub mod approval_fixture;
 #[cfg(test)]
 mod cli_modules;
+pub mod headless;
 pub mod jetstream;
 mod local_llm;
 pub mod mcp_server;

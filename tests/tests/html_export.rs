@@ -3,39 +3,11 @@
 //! text as text: no element it names exists, no script ran (the title is still the prompt), and
 //! a screenshot is taken. Without Chromium the test says so and skips, except under CI.
 
-use std::{path::Path, process::Command, time::Duration};
-
-use reel_tests::{chromium, reel, write_file};
-
-/// Runs headless Chromium on `page` with `args`; returns stdout.
-fn browse(browser: &Path, profile: &Path, args: &[&str], page: &Path) -> String {
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            &format!("--user-data-dir={}", profile.display()),
-        ])
-        .args(args)
-        .arg(format!("file://{}", page.display()))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("chromium starts");
-    let stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
-    let started = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(90) {
-            let _ = child.kill();
-            panic!("chromium did not finish within 90 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    reader.join().unwrap()
-}
+use reel_tests::{
+    chromium,
+    headless::{browse, title},
+    reel, write_file,
+};
 
 const HOSTILE_REPLY: &str = "<script>document.title='pwned'</script> and <img src=x onerror=\"document.title='pwned'\"> done";
 
@@ -105,13 +77,8 @@ fn hostile_text_renders_as_text_in_a_real_browser() {
     let dom = browse(&browser, &profile, &["--dump-dom"], &page);
     assert!(dom.contains("<main>"), "the page loaded: {dom}");
     // No script ran: the title is still the prompt.
-    let title = dom
-        .split("<title>")
-        .nth(1)
-        .and_then(|rest| rest.split("</title>").next())
-        .unwrap();
     assert_eq!(
-        title,
+        title(&dom),
         "Show me &lt;/title&gt;&lt;b&gt;bold&lt;/b&gt; &amp; more"
     );
     // None of the markup in the text became an element.

@@ -205,6 +205,117 @@ fn every_kind_of_input_is_fed_back_where_it_came() {
     assert_eq!(rerun, original, "the same events but for ids and times");
 }
 
+/// Recorded against an OpenAI-compatible server on 127.0.0.1 (a 429 retried, a tool call
+/// streamed in pieces, usage; then a turn the server fails with a 400), the server gone: the
+/// re-run needs no network and no key, and its events are the original's but for ids and
+/// times.
+#[test]
+fn a_session_recorded_against_a_model_server_reruns_without_it() {
+    use reel_tests::sse_server::{Reply, SseServer, delta_event, done_event, quick, usage_event};
+    use serde_json::json;
+
+    let call = |id: Option<&str>, name: Option<&str>, arguments: &str| {
+        let mut function = json!({"arguments": arguments});
+        if let Some(name) = name {
+            function["name"] = json!(name);
+        }
+        let mut call = json!({"index": 0, "type": "function", "function": function});
+        if let Some(id) = id {
+            call["id"] = json!(id);
+        }
+        delta_event(json!({"tool_calls": [call]}), None)
+    };
+    let server = SseServer::start(vec![
+        Reply::Status {
+            status: 429,
+            body: json!({"error": {"message": "slow down"}}).to_string(),
+        },
+        quick(vec![
+            delta_event(json!({"content": "Let me look. "}), None),
+            call(Some("call_w"), Some("weather"), ""),
+            call(None, None, "{\"city\":"),
+            call(None, None, "\"Oslo\"}"),
+            delta_event(json!({}), Some("tool_calls")),
+            usage_event(20, 9),
+            done_event(),
+        ]),
+        quick(vec![
+            delta_event(json!({"content": "It is sunny in Oslo."}), Some("stop")),
+            usage_event(35, 6),
+            done_event(),
+        ]),
+        Reply::Status {
+            status: 400,
+            body:
+                json!({"error": {"message": "context too long", "type": "invalid_request_error"}})
+                    .to_string(),
+        },
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let cmd = write_file(
+        dir.path(),
+        "weather.yaml",
+        &format!(
+            "name: t\ndescription: t\nsystem_prompt: Be brief.\nprompt: What is the weather in Oslo?\nprovider:\n  name: openai\n  model: test-model\n  base_url: {}\ntools:\n  - name: weather\n    description: The weather in a city.\n    executor:\n      command: [sh, -c, 'echo sunny']\n",
+            server.base_url()
+        ),
+    );
+    let db_arg = db.to_str().unwrap();
+    for (resume, expected) in [(false, 0), (true, 1)] {
+        let mut args = vec![
+            "run-command",
+            &cmd,
+            "--session-id",
+            "rec",
+            "--timeline-db",
+            db_arg,
+        ];
+        if resume {
+            args.push("--resume");
+        }
+        let (status, _, stderr) = reel(&args);
+        assert_eq!(status, Some(expected), "{stderr}");
+    }
+    assert_eq!(server.received().len(), 4);
+    let address = server.base_url();
+    let address = address
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1");
+    drop(server);
+    assert!(
+        std::net::TcpStream::connect(address).is_err(),
+        "the model server is gone"
+    );
+
+    let (status, out, stderr) = reel(&[
+        "rerun",
+        "rec",
+        "--command",
+        &cmd,
+        "--session-id",
+        "replayed",
+        "--timeline-db",
+        db_arg,
+    ]);
+    assert_eq!(status, Some(0), "{out}{stderr}");
+    assert_eq!(out, "equal: replayed re-ran 2 turns of rec the same way\n");
+    let mut timeline = reel_tests::TimelineDb::open(&db);
+    let original = runs_of(&timeline.events("rec"));
+    let names: Vec<&str> = original
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    for kind in [
+        "ChatProviderCallRetrying",
+        "ChatToolArgumentsDelta",
+        "ChatRunFailed",
+    ] {
+        assert!(names.contains(&kind), "{kind} in {names:?}");
+    }
+    assert_eq!(runs_of(&timeline.events("replayed")), original);
+}
+
 /// A command that now asks a person before its tool runs: the re-run waits for a decision the
 /// recording does not have, which is a divergence of kind `input` (the run is stopped).
 #[test]

@@ -137,3 +137,73 @@ fn sessions_that_did_the_same_are_equal_and_a_changed_tool_result_is_shown() {
     let (status, text) = diff(&db, "one", "nobody", "text");
     assert_eq!((status, text.as_str()), (Some(1), ""));
 }
+
+/// The diff page in a real browser (headless Chromium): what the sessions said shows as text
+/// (no element it names exists, no script ran: the title is still the two ids), the word-level
+/// changes are `<del>` and `<ins>` elements, and a screenshot is taken. Without Chromium the
+/// test says so and skips, except under CI.
+#[test]
+fn the_diff_page_shows_hostile_text_as_text_in_a_real_browser() {
+    let Some(browser) = reel_tests::chromium() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let scripted = command(
+        dir.path(),
+        "a.yaml",
+        "\"<script>document.title=1</script> kept\"",
+    );
+    let imaged = command(
+        dir.path(),
+        "b.yaml",
+        "\"<img src=x onerror=document.title=2> kept\"",
+    );
+    record(&scripted, &db, "before");
+    record(&imaged, &db, "after");
+    let (status, html) = diff(&db, "before", "after", "html");
+    assert_eq!(status, Some(1), "{html}");
+    let page = dir.path().join("diff.html");
+    std::fs::write(&page, &html).unwrap();
+
+    let profile = dir.path().join("profile");
+    let dom = reel_tests::headless::browse(&browser, &profile, &["--dump-dom"], &page);
+    assert!(
+        dom.contains("<h1>before and after</h1>"),
+        "the page loaded: {dom}"
+    );
+    assert_eq!(
+        reel_tests::headless::title(&dom),
+        "before and after",
+        "no script ran"
+    );
+    for element in ["<script", "<img"] {
+        assert!(!dom.contains(element), "{element} became an element: {dom}");
+    }
+    assert!(
+        dom.contains("&lt;script&gt;document.title=1&lt;/script&gt;"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("&lt;img src=x onerror=document.title=2&gt;"),
+        "{dom}"
+    );
+    assert!(dom.contains("<del>") && dom.contains("<ins>"), "{dom}");
+
+    let shot = dir.path().join("diff.png");
+    reel_tests::headless::browse(
+        &browser,
+        &profile,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1000,700",
+        ],
+        &page,
+    );
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 5_000,
+        "{} bytes",
+        png.len()
+    );
+}
