@@ -10,7 +10,10 @@
 
 use std::{
     collections::{HashMap, VecDeque},
-    sync::Mutex,
+    sync::{
+        Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
 };
 
 use futures::StreamExt;
@@ -205,6 +208,8 @@ pub struct RecordedProvider {
     name: String,
     calls: Mutex<VecDeque<RecordedCall>>,
     divergence: Mutex<Option<RequestDivergence>>,
+    /// Calls answered whose recording does not say what they were sent (older logs).
+    unchecked: AtomicUsize,
 }
 
 impl RecordedProvider {
@@ -219,12 +224,19 @@ impl RecordedProvider {
             name,
             calls: Mutex::new(calls),
             divergence: Mutex::new(None),
+            unchecked: AtomicUsize::new(0),
         }
     }
 
     /// The first request that differed from its recorded call, if one has.
     pub fn divergence(&self) -> Option<RequestDivergence> {
         lock(&self.divergence).clone()
+    }
+
+    /// How many calls were answered without comparing their request: the log was written
+    /// before reel recorded what each model call was sent.
+    pub fn unchecked_requests(&self) -> usize {
+        self.unchecked.load(Ordering::Relaxed)
     }
 
     /// How many recorded calls have not been asked for.
@@ -257,6 +269,9 @@ impl Provider for RecordedProvider {
                 now: "one more model call".into(),
             });
         };
+        if call.request.is_none() {
+            self.unchecked.fetch_add(1, Ordering::Relaxed);
+        }
         if let Some(recorded) = &call.request
             && let Some((part, was, is)) =
                 first_difference(recorded, &request_fingerprint(&request))

@@ -123,8 +123,8 @@ fn a_recorded_session_reruns_the_same_and_a_change_is_named_where_it_diverges() 
 }
 
 /// Every kind of input is fed back where it came: a steer and a follow-up sent while the model
-/// streamed, a client tool's answer, a person's decision on a call, and a cancel of the
-/// follow-up's run. The re-run's events are the original's but for ids, times and ordinals,
+/// streamed, a client tool's answer, a person's decision on a call, a cancel of the
+/// follow-up's run, and a compaction asked for before the last run. The re-run's events are the original's but for ids, times and ordinals,
 /// and the tool that waited for the decision ran again.
 #[test]
 fn every_kind_of_input_is_fed_back_where_it_came() {
@@ -134,13 +134,13 @@ fn every_kind_of_input_is_fed_back_where_it_came() {
     let script = write_file(
         dir.path(),
         "script.yaml",
-        "turns:\n  - - text: \"Let me ask. \"\n    - sleep_ms: 600\n    - tool_call: {id: c1, name: pick, arguments: {q: city}}\n  - - tool_call: {id: c2, name: send, arguments: {to: team}}\n  - - echo_context\n  - - text: \"Then \"\n    - sleep_ms: 30000\n    - text: \"nothing.\"\n",
+        "turns:\n  - - text: \"Let me ask. \"\n    - sleep_ms: 600\n    - tool_call: {id: c1, name: pick, arguments: {q: city}}\n  - - tool_call: {id: c2, name: send, arguments: {to: team}}\n  - - echo_context\n  - - text: \"Then \"\n    - sleep_ms: 30000\n    - text: \"nothing.\"\n  - - text: \"Bye.\"\n",
     );
     let cmd = write_file(
         dir.path(),
         "inputs.yaml",
         &format!(
-            "name: t\ndescription: t\nprompt: go\nprovider:\n  script: {script}\ntools:\n  - name: pick\n    description: Asks the user.\n    executor: client\n  - name: send\n    description: Sends a mail.\n    approval: ask\n    executor:\n      command: [sh, -c, 'echo sent >> {}; echo sent']\n",
+            "name: t\ndescription: t\nprompt: go\ncontext: {{keep_recent_turns: 1}}\nprovider:\n  script: {script}\ntools:\n  - name: pick\n    description: Asks the user.\n    executor: client\n  - name: send\n    description: Sends a mail.\n    approval: ask\n    executor:\n      command: [sh, -c, 'echo sent >> {}; echo sent']\n",
             count.display()
         ),
     );
@@ -163,6 +163,10 @@ fn every_kind_of_input_is_fed_back_where_it_came() {
     });
     client.send(r#"{"requestId":"x","cancel":{}}"#);
     assert_eq!(client.done_of("f1"), "stopped");
+    client.send(r#"{"requestId":"c","compact":{"instructions":"Keep the city."}}"#);
+    assert_eq!(client.done_of("c"), "ok");
+    client.send(r#"{"requestId":"s2","submit":{"prompt":"Bye."}}"#);
+    assert_eq!(client.done_of("s2"), "ok");
     drop(client.finish());
     assert_eq!(reel_tests::approval_fixture::runs(&count), 1);
 
@@ -177,7 +181,7 @@ fn every_kind_of_input_is_fed_back_where_it_came() {
         db.to_str().unwrap(),
     ]);
     assert_eq!(status, Some(0), "{out}{stderr}");
-    assert_eq!(out, "equal: again re-ran 2 turns of inputs the same way\n");
+    assert_eq!(out, "equal: again re-ran 3 turns of inputs the same way\n");
     assert_eq!(
         reel_tests::approval_fixture::runs(&count),
         2,
@@ -198,6 +202,7 @@ fn every_kind_of_input_is_fed_back_where_it_came() {
         "ChatPromptDelivered",
         "ChatToolApprovalDecided",
         "ChatRunStopped",
+        "ChatContextCompacted",
     ] {
         assert!(names(&original).iter().any(|n| n == kind), "{kind}");
     }

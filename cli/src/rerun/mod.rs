@@ -9,6 +9,7 @@
 //! follow-ups, a client tool's answers, a person's decisions and a cancel. A compaction in a
 //! run happens again where the context policy says, its summary answered as recorded.
 
+mod compaction;
 mod inputs;
 mod recorded_results;
 mod report;
@@ -72,6 +73,7 @@ pub async fn rerun(
         rerun: session.id().to_owned(),
         equal: true,
         turns: 0,
+        requests_not_compared: 0,
         divergences: Vec::new(),
     };
     let mut originals = TurnReader::new(&plan.original, until);
@@ -88,6 +90,24 @@ pub async fn rerun(
             )
         })?;
         report.turns += 1;
+        let between = originals.take_between();
+        let compacting =
+            compaction::compact_between(session, prepared, plan.model, &between, cancel);
+        if let Some(request) = compacting.await {
+            report.divergences.push(Divergence {
+                turn: report.turns,
+                kind: "request".into(),
+                part: Some(format!(
+                    "{} of the compaction before it",
+                    request.part.as_str()
+                )),
+                original: (request.ordinal, request.ordinal),
+                rerun: (session.log().last_ordinal(), session.log().last_ordinal()),
+                recorded: request.recorded,
+                now: request.now,
+            });
+            break;
+        }
         let recorded = recorded_calls(&events);
         let provider: &dyn Provider = match plan.model {
             ModelMode::Recorded => &recorded,
@@ -131,6 +151,7 @@ pub async fn rerun(
         }
         let after = session.log().last_ordinal();
         let rerun_span = (before + 1, after);
+        report.requests_not_compared += recorded.unchecked_requests();
         let rerun_events = tap.between(before, after).await;
         let Some(rerun_turn) = Turn::of(rerun_events.iter().map(Arc::as_ref)) else {
             bail!("the re-run of turn {} recorded no run", report.turns);

@@ -13,6 +13,9 @@ pub struct Report {
     pub equal: bool,
     /// The turns re-run (up to and with the one that diverged, with the recorded model).
     pub turns: usize,
+    /// Model calls answered from the recording without comparing their requests: the log
+    /// was written before reel recorded what each call was sent.
+    pub requests_not_compared: usize,
     /// With the recorded model, the first divergence (the re-run stopped there); with the live
     /// model, every difference of every turn.
     pub divergences: Vec<Divergence>,
@@ -65,6 +68,13 @@ impl Report {
         if format == ReportFormat::Json {
             serde_json::to_writer(&mut out, self)?;
             return writeln!(out);
+        }
+        if self.requests_not_compared > 0 {
+            writeln!(
+                out,
+                "not compared: the requests of {} model calls (the recording predates what reel now records of each call's request)",
+                self.requests_not_compared
+            )?;
         }
         if self.divergences.is_empty() {
             return writeln!(

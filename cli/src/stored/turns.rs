@@ -32,6 +32,9 @@ pub struct TurnReader {
     pages: LogPages,
     buffered: VecDeque<LogEntry>,
     done: bool,
+    /// The events read since the last turn ended that belong to no run (a compaction asked
+    /// for between runs, the next run's user message).
+    between: Vec<LogEntry>,
 }
 
 impl TurnReader {
@@ -46,6 +49,7 @@ impl TurnReader {
             pages: LogPages::new(id, after, up_to),
             buffered: VecDeque::new(),
             done: false,
+            between: Vec::new(),
         }
     }
 
@@ -55,16 +59,19 @@ impl TurnReader {
         Ok(self.next_with_events(store).await?.map(|(turn, _)| turn))
     }
 
-    /// The next turn with its events, from its `ChatRunStarted` to its end.
+    /// The next turn with its events, from its `ChatRunStarted` to its end; the events
+    /// before it that belong to no run are kept for [`TurnReader::take_between`].
     pub async fn next_with_events(
         &mut self,
         store: &mut TimelineStore,
     ) -> anyhow::Result<Option<(Turn, Vec<LogEntry>)>> {
         let mut turn: Option<(Turn, Vec<LogEntry>)> = None;
+        self.between.clear();
         while let Some(entry) = self.next_entry(store).await? {
             let Some((current, events)) = turn.as_mut() else {
-                if let Some(first) = Turn::begin(&entry) {
-                    turn = Some((first, vec![entry]));
+                match Turn::begin(&entry) {
+                    Some(first) => turn = Some((first, vec![entry])),
+                    None => self.between.push(entry),
                 }
                 continue;
             };
@@ -75,6 +82,12 @@ impl TurnReader {
             }
         }
         Ok(turn)
+    }
+
+    /// The events before the turn [`TurnReader::next_with_events`] returned last that belong
+    /// to no run.
+    pub fn take_between(&mut self) -> Vec<LogEntry> {
+        std::mem::take(&mut self.between)
     }
 
     async fn next_entry(&mut self, store: &mut TimelineStore) -> anyhow::Result<Option<LogEntry>> {
