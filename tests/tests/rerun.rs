@@ -642,3 +642,63 @@ fn a_follow_up_queued_during_a_run_is_fed_as_the_next_prompt() {
         "{out}"
     );
 }
+
+/// A session recorded before the log said what each model call was sent: a capture
+/// (`--debug-events-jsonl`) written by reel at bc2a7d4, the commit before
+/// `ChatProviderCallStarted.request`, with the command it ran (tests/fixtures/pre-fingerprint).
+/// Rebuilt with `reel replay`, it re-runs, each call answered as recorded, and the report says
+/// how many requests were not compared; a tool that answers otherwise is still found.
+#[test]
+fn a_session_recorded_before_request_fingerprints_reruns_and_says_what_was_not_compared() {
+    let fixture = reel_tests::repo_root().join("tests/fixtures/pre-fingerprint");
+    let capture = fixture.join("capture.jsonl");
+    let captured = std::fs::read_to_string(&capture).unwrap();
+    assert!(captured.contains("ChatProviderCallStarted"));
+    assert!(
+        !captured.contains("\"request\":"),
+        "the capture predates request fingerprints"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let (status, _, stderr) = reel(&[
+        "replay",
+        capture.to_str().unwrap(),
+        "--timeline-db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(status, Some(0), "{stderr}");
+    let command = fixture.join("command.yaml");
+    let (status, out, stderr) = rerun_of("old", command.to_str().unwrap(), &db);
+    assert_eq!(status, Some(0), "{out}{stderr}");
+    assert!(
+        out.starts_with("not compared: the requests of 2 model calls"),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("re-ran 1 turns of old the same way\n"),
+        "{out}"
+    );
+
+    let text = std::fs::read_to_string(&command).unwrap();
+    let filed = write_file(
+        dir.path(),
+        "filed.yaml",
+        &text
+            .replace("echo noted", "echo filed")
+            .replace("script.yaml", fixture.join("script.yaml").to_str().unwrap()),
+    );
+    let (status, out, _) = reel(&[
+        "rerun",
+        "old",
+        "--command",
+        &filed,
+        "--format",
+        "json",
+        "--timeline-db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(status, Some(3), "{out}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["divergences"][0]["kind"], "tool result 1");
+    assert_eq!(report["requests_not_compared"], 2, "{report}");
+}
