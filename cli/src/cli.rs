@@ -112,6 +112,47 @@ impl ApproveArgs {
     }
 }
 
+/// `reel rerun`'s trailing flags as `run-command` takes them. Clap hands every flag after the
+/// first of run-command's to the trailing list, the re-run's own too (`--tools`, `--until`,
+/// `--format`, `--session-id`, and `--model recorded|live`; another `--model` is the
+/// provider's): those are spelled as run-command knows them, each as `--flag VALUE`.
+fn own_flags_spelled_for_run_command(flags: &[OsString]) -> Vec<OsString> {
+    let mut spelled = Vec::with_capacity(flags.len());
+    let mut rest = flags.iter();
+    while let Some(flag) = rest.next() {
+        let text = flag.to_string_lossy();
+        let (name, inline) = match text.split_once('=') {
+            Some((name, value)) if name.starts_with("--") => (name, Some(value.to_owned())),
+            _ => (text.as_ref(), None),
+        };
+        let renamed = match name {
+            "--tools" => "--rerun-tools",
+            "--until" => "--rerun-until",
+            "--format" => "--rerun-format",
+            "--session-id" => "--session-id",
+            "--model" => "--rerun-model",
+            _ => {
+                spelled.push(flag.clone());
+                continue;
+            }
+        };
+        let value = match inline {
+            Some(value) => Some(OsString::from(value)),
+            None => rest.next().cloned(),
+        };
+        let is_mode = |v: &OsString| v == "recorded" || v == "live";
+        if name == "--model" && !value.as_ref().is_some_and(is_mode) {
+            // The provider's model, for run-command.
+            spelled.push("--model".into());
+            spelled.extend(value);
+            continue;
+        }
+        spelled.push(renamed.into());
+        spelled.extend(value);
+    }
+    spelled
+}
+
 /// `reel rerun`'s arguments: the re-run is a run of a command file.
 #[derive(clap::Args, Debug)]
 pub struct RerunArgs {
@@ -158,25 +199,31 @@ impl RerunArgs {
             self.command.clone().into_os_string(),
             "--rerun".into(),
             self.session.clone().into(),
-            "--rerun-tools".into(),
-            self.tools.as_flag().into(),
-            "--rerun-model".into(),
-            self.model.as_flag().into(),
-            "--rerun-format".into(),
-            self.format.as_flag().into(),
         ];
-        if let Some(until) = self.until {
-            args.extend(["--rerun-until".into(), until.to_string().into()]);
-        }
+        // One of the re-run's own flags given among the trailing ones wins over its default.
+        let flags = own_flags_spelled_for_run_command(&self.flags);
+        let mut own = vec![
+            ("--rerun-tools", Some(self.tools.as_flag().to_owned())),
+            ("--rerun-model", Some(self.model.as_flag().to_owned())),
+            ("--rerun-format", Some(self.format.as_flag().to_owned())),
+            ("--rerun-until", self.until.map(|until| until.to_string())),
+        ];
         let id = self.session_id.clone().unwrap_or_else(reel_engine::new_id);
-        args.extend(["--session-id".into(), id.into()]);
+        own.push(("--session-id", Some(id)));
+        for (name, value) in own {
+            if let Some(value) = value
+                && !flags.iter().any(|flag| flag == name)
+            {
+                args.extend([name.into(), value.into()]);
+            }
+        }
         if let Some(path) = &self.database.timeline_db {
             args.extend(["--timeline-db".into(), path.clone().into_os_string()]);
         }
         if let Some(dsn) = &self.database.timeline_dsn {
             args.extend(["--timeline-dsn".into(), dsn.clone().into()]);
         }
-        args.extend(self.flags.iter().cloned());
+        args.extend(flags);
         args
     }
 }

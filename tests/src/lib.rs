@@ -22,6 +22,7 @@ pub mod otlp_receiver;
 mod page_driver;
 mod peak_rss;
 mod pg_schema;
+pub mod rerun_checks;
 mod rpc_client;
 pub mod served;
 mod spawned;
