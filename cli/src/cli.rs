@@ -67,6 +67,8 @@ pub enum Action {
     Tail(crate::commands::tail::TailArgs),
     /// Delete a session (refused while a process writes it).
     Rm(crate::commands::rm::RmArgs),
+    /// Remove whole sessions for their age (never one a process holds); --dry-run lists them.
+    Prune(crate::commands::prune::PruneArgs),
     /// Host many sessions over HTTP, Server-Sent Events and WebSocket.
     Serve(crate::commands::serve::ServeArgs),
     /// Be an Agent Client Protocol agent on stdin/stdout, for editors (Zed, JetBrains, ...).
@@ -294,6 +296,7 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
         | Action::Fork(_)
         | Action::Tail(_)
         | Action::Rm(_)
+        | Action::Prune(_)
         | Action::Diff(_)
         | Action::Test(_)) => Parsed::Other(Box::new(action)),
         // `reel approve` is `run-command --resume --approve`: parsed as that, with the command
@@ -347,6 +350,7 @@ pub async fn run(parsed: Parsed) -> u8 {
         Action::Fork(args) => commands::fork::run(args).await,
         Action::Tail(args) => commands::tail::run(args).await,
         Action::Rm(args) => commands::rm::run(args).await,
+        Action::Prune(args) => commands::prune::run(args).await,
         Action::RunCommand(_) | Action::Approve(_) | Action::Rerun(_) => {
             unreachable!("parsed as an invocation")
         }

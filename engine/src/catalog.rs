@@ -77,6 +77,12 @@ pub trait SessionCatalog: Send + 'static {
     /// One session's summary, if the store holds it.
     async fn summary(&mut self, session_id: &str) -> Result<Option<SessionSummary>, StoreError>;
 
+    /// When the session was pruned for its age (milliseconds since the epoch), if it was and
+    /// has not been made again: a reader is told it is gone, not that it never existed.
+    async fn pruned_at(&mut self, _session_id: &str) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
+
     /// Up to `limit` events after ordinal `after`, in ordinal order.
     async fn events_page(
         &mut self,

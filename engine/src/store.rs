@@ -210,6 +210,12 @@ pub trait LogStore: Send + 'static {
     /// session's lease, so no writer is in the middle of it.
     async fn remove(&mut self, session_id: &str) -> Result<(), StoreError>;
 
+    /// Removes the session as [`LogStore::remove`] does, for its age, and remembers that it
+    /// was pruned (see [`crate::SessionCatalog::pruned_at`]).
+    async fn prune(&mut self, session_id: &str) -> Result<(), StoreError> {
+        self.remove(session_id).await
+    }
+
     /// The state at the session's newest snapshot (the empty state when it has none).
     async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError>;
 

@@ -96,6 +96,8 @@ vocabulary! {
         NothingToCompact = "nothing_to_compact",
         /// `reel serve`: no session has this id.
         SessionNotFound = "session_not_found",
+        /// `reel serve`: the session was pruned for its age (`reel prune`, `--retain`): 410.
+        SessionPruned = "session_pruned",
         /// `reel serve`: a session with this id exists already.
         SessionExists = "session_exists",
         /// `reel serve`: the bearer token is missing or wrong.

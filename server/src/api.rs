@@ -124,15 +124,18 @@ pub fn cursor_of(given: Option<String>) -> Result<Option<Position>, ApiError> {
         .transpose()
 }
 
-/// The stored summary of session `id`, or 404.
+/// The stored summary of session `id`; 410 when it was pruned, 404 when there is none.
 pub async fn summary(
     catalog: &mut dyn SessionCatalog,
     id: &str,
 ) -> Result<SessionSummary, ApiError> {
-    catalog
-        .summary(id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(id))
+    if let Some(summary) = catalog.summary(id).await? {
+        return Ok(summary);
+    }
+    match catalog.pruned_at(id).await? {
+        Some(at) => Err(ApiError::pruned(id, at)),
+        None => Err(ApiError::not_found(id)),
+    }
 }
 
 /// A JSON body; an empty one is `T::default()`. A body that is not a `T` is refused with

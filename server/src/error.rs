@@ -35,6 +35,15 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, code, message)
     }
 
+    /// Session `id` was pruned at `at_ms`: gone, not unknown.
+    pub fn pruned(id: &str, at_ms: u64) -> Self {
+        Self::new(
+            StatusCode::GONE,
+            ErrorCode::SessionPruned,
+            pruned_message(id, at_ms),
+        )
+    }
+
     pub fn not_found(id: &str) -> Self {
         Self::new(
             StatusCode::NOT_FOUND,
@@ -48,6 +57,7 @@ impl From<SourceError> for ApiError {
     fn from(error: SourceError) -> Self {
         let (status, code) = match &error {
             SourceError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::SessionNotFound),
+            SourceError::Pruned(_) => (StatusCode::GONE, ErrorCode::SessionPruned),
             SourceError::Exists(_) => (StatusCode::CONFLICT, ErrorCode::SessionExists),
             SourceError::Busy(_) => (StatusCode::CONFLICT, ErrorCode::SessionBusy),
             SourceError::InvalidId(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidSessionId),
@@ -116,4 +126,13 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// What a reader of a pruned session is told.
+pub fn pruned_message(id: &str, at_ms: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms);
+    format!(
+        "session {id:?} was pruned for its age at {} (reel prune, reel serve --retain)",
+        humantime::format_rfc3339_seconds(at)
+    )
 }

@@ -47,6 +47,7 @@ pub struct ExportQuery {
         )),
         (status = 400, description = "No such format, or an ordinal past the session's end", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
+        (status = 410, description = "The session was pruned for its age (reel prune, --retain)", body = ErrorBody),
         (status = 500, description = "The store failed", body = ErrorBody),
     )
 )]
@@ -82,6 +83,7 @@ pub struct Fork {
         (status = 201, description = "The new session", body = SessionSummary),
         (status = 400, description = "A body that is no fork, a bad id, or an ordinal past the end", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody),
+        (status = 410, description = "The session was pruned for its age (reel prune, --retain)", body = ErrorBody),
         (status = 409, description = "The new id is taken", body = ErrorBody),
         (status = 500, description = "The store failed", body = ErrorBody),
     )

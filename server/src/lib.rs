@@ -28,6 +28,7 @@ mod metrics;
 mod openapi;
 mod page;
 mod params;
+mod retention;
 mod session_io;
 mod sessions;
 mod source;
@@ -42,6 +43,7 @@ use axum::{Router, middleware, routing::get};
 use tokio_util::sync::CancellationToken;
 
 pub use connections::default_max_connections;
+pub use error::pruned_message;
 pub use frames::Position;
 pub use front_door::Allowed;
 pub use source::{ExportFormat, SessionConfig, SessionSource, SourceError};
@@ -69,6 +71,8 @@ pub struct ServeOptions {
     /// The credential nodes of a scale-out present to each other when they forward a
     /// client's request (never the client's own token).
     pub cluster_token: Option<String>,
+    /// Stored sessions not written for this long are removed, at start and then hourly.
+    pub retain: Option<Duration>,
 }
 
 /// Why a server could not run.
@@ -131,6 +135,9 @@ pub async fn serve(
     let sweeper =
         tokio::spawn(async move { sweeping.evict_idle_until_stopped(idle_timeout).await });
     let expirer = tokio::spawn(expiry::expire_approvals_until_stopped(Arc::clone(&host)));
+    let pruner = options
+        .retain
+        .map(|age| tokio::spawn(retention::prune_until_stopped(Arc::clone(&host), age)));
     let app = Router::new()
         .route("/healthz", get(openapi::health))
         .merge(page::routes())
@@ -174,5 +181,8 @@ pub async fn serve(
     connections.ended().await;
     sweeper.abort();
     expirer.abort();
+    if let Some(pruner) = pruner {
+        pruner.abort();
+    }
     Ok(())
 }

@@ -216,6 +216,7 @@ pub struct SessionView {
     responses(
         (status = 200, description = "The session and its timeline", body = SessionView),
         (status = 404, description = "No such session", body = ErrorBody),
+        (status = 410, description = "The session was pruned for its age (reel prune, --retain)", body = ErrorBody),
         (status = 500, description = "The store failed", body = ErrorBody),
     )
 )]

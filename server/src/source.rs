@@ -45,6 +45,9 @@ impl ExportFormat {
 pub enum SourceError {
     #[error("{0}")]
     NotFound(String),
+    /// It was removed for its age (`reel prune`, `--retain`).
+    #[error("{0}")]
+    Pruned(String),
     #[error("{0}")]
     Exists(String),
     /// Another process writes the session.
@@ -99,5 +102,11 @@ pub trait SessionSource: Send + Sync + 'static {
     /// forwarded there. `None` by default: one server alone.
     async fn node_writing(&self, _id: &str) -> Result<Option<String>, SourceError> {
         Ok(None)
+    }
+
+    /// Removes the stored sessions not written for `age` (never one a process holds, this
+    /// one's loaded sessions included); the ids removed. None by default.
+    async fn prune(&self, _age: std::time::Duration) -> Result<Vec<String>, SourceError> {
+        Ok(Vec::new())
     }
 }

@@ -183,10 +183,14 @@ impl PostgresStore {
     }
 
     /// Deletes the session's rows; a failed statement rolls the transaction back.
-    async fn delete_in_transaction(&mut self, session_id: &str) -> Result<(), StoreError> {
+    async fn delete_in_transaction(
+        &mut self,
+        session_id: &str,
+        pruned_at: Option<u64>,
+    ) -> Result<(), StoreError> {
         let mut conn = self.conn.lock().await;
         let mut tx = conn.begin().await.map_err(db)?;
-        Self::delete_rows(&mut tx, session_id).await?;
+        Self::delete_rows(&mut tx, session_id, pruned_at).await?;
         tx.commit().await.map_err(db)
     }
 
@@ -318,8 +322,12 @@ impl Backend for PostgresStore {
         Ok(())
     }
 
-    async fn delete_session(&mut self, session_id: &str) -> Result<(), StoreError> {
-        let deleted = self.delete_in_transaction(session_id).await;
+    async fn delete_session(
+        &mut self,
+        session_id: &str,
+        pruned_at: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let deleted = self.delete_in_transaction(session_id, pruned_at).await;
         deleted.map_err(|e| e.within(&format!("timeline database {}", self.shown)))
     }
 

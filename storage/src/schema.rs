@@ -38,6 +38,7 @@ pub(crate) const REEL_TABLES: &[&str] = &[
     "leases",
     "turns",
     "serve_nodes",
+    "pruned_sessions",
 ];
 
 /// What an existing database holds, as far as reel is concerned.

@@ -103,6 +103,13 @@ pub const UPDATE_SESSION: &str = "UPDATE sessions SET \
      THEN (CASE WHEN $8 THEN 0 ELSE pending_approvals END) + $9 ELSE 0 END \
      WHERE session_id = $7";
 
+/// Records a pruned session (again: its newest pruning counts).
+const MARK_PRUNED: &str = "INSERT INTO pruned_sessions (session_id, pruned_at) VALUES ($1, $2) \
+     ON CONFLICT (session_id) DO UPDATE SET pruned_at = excluded.pruned_at";
+
+/// When a session was pruned.
+const PRUNED_AT: &str = "SELECT pruned_at FROM pruned_sessions WHERE session_id = $1";
+
 /// The tables that hold a session, emptied by `remove` (its row last).
 const SESSION_TABLES: [&str; 5] = ["events", "entities", "snapshots", "turns", "sessions"];
 
@@ -119,8 +126,13 @@ pub trait Backend {
     /// Tells the store this process still holds the session.
     async fn heartbeat(&mut self, session_id: &str) -> Result<(), StoreError>;
 
-    /// Deletes the session's rows from every table, in one transaction.
-    async fn delete_session(&mut self, session_id: &str) -> Result<(), StoreError>;
+    /// Deletes the session's rows from every table, in one transaction; with `pruned_at`
+    /// (milliseconds since the epoch), it also records that the session was pruned then.
+    async fn delete_session(
+        &mut self,
+        session_id: &str,
+        pruned_at: Option<u64>,
+    ) -> Result<(), StoreError>;
 
     /// Makes `commit` durable in one transaction; `last` is the ordinal it ends at.
     async fn write_commit(
@@ -163,15 +175,25 @@ pub fn check_continues(
 macro_rules! sql_store {
     ($store:ty, $conn:ty) => {
         impl $store {
-            /// Deletes the session's rows from every table (its row last).
+            /// Deletes the session's rows from every table (its row last); with `pruned_at`,
+            /// records that it was pruned then.
             pub(crate) async fn delete_rows(
                 conn: &mut $conn,
                 session_id: &str,
+                pruned_at: Option<u64>,
             ) -> Result<(), StoreError> {
                 for table in SESSION_TABLES {
                     let sql = format!("DELETE FROM {table} WHERE session_id = $1");
                     sqlx::query(sqlx::AssertSqlSafe(sql))
                         .bind(session_id)
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(db)?;
+                }
+                if let Some(at) = pruned_at {
+                    sqlx::query(MARK_PRUNED)
+                        .bind(session_id)
+                        .bind(to_i64(at))
                         .execute(&mut *conn)
                         .await
                         .map_err(db)?;
@@ -207,7 +229,12 @@ macro_rules! sql_store {
             }
 
             async fn remove(&mut self, session_id: &str) -> Result<(), StoreError> {
-                self.delete_session(session_id).await
+                self.delete_session(session_id, None).await
+            }
+
+            async fn prune(&mut self, session_id: &str) -> Result<(), StoreError> {
+                self.delete_session(session_id, Some(reel_engine::now_ms()))
+                    .await
             }
 
             async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError> {
@@ -342,6 +369,15 @@ macro_rules! sql_store {
                     .await
                     .map_err(|e| self.error(e))?;
                 Ok(row.map(|row| summary!(row)))
+            }
+
+            async fn pruned_at(&mut self, session_id: &str) -> Result<Option<u64>, StoreError> {
+                let row = sqlx::query(PRUNED_AT)
+                    .bind(session_id)
+                    .fetch_optional(&mut *self.conn.lock().await)
+                    .await
+                    .map_err(|e| self.error(e))?;
+                Ok(row.map(|row| u64::try_from(row.get::<i64, _>(0)).unwrap_or(0)))
             }
 
             async fn events_page(

@@ -268,9 +268,13 @@ impl Backend for SqliteStore {
         self.check_file()
     }
 
-    async fn delete_session(&mut self, session_id: &str) -> Result<(), StoreError> {
+    async fn delete_session(
+        &mut self,
+        session_id: &str,
+        pruned_at: Option<u64>,
+    ) -> Result<(), StoreError> {
         let session_id = session_id.to_owned();
-        self.immediate(async move |conn| Self::delete_rows(conn, &session_id).await)
+        self.immediate(async move |conn| Self::delete_rows(conn, &session_id, pruned_at).await)
             .await
     }
 

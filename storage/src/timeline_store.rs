@@ -145,6 +145,10 @@ impl LogStore for TimelineStore {
         delegate!(self, store => store.remove(session_id).await)
     }
 
+    async fn prune(&mut self, session_id: &str) -> Result<(), StoreError> {
+        delegate!(self, store => store.prune(session_id).await)
+    }
+
     async fn snapshot(&mut self, session_id: &str) -> Result<SessionState, StoreError> {
         delegate!(self, store => store.snapshot(session_id).await)
     }
@@ -200,6 +204,10 @@ impl SessionCatalog for TimelineStore {
 
     async fn summary(&mut self, session_id: &str) -> Result<Option<SessionSummary>, StoreError> {
         delegate!(self, store => store.summary(session_id).await)
+    }
+
+    async fn pruned_at(&mut self, session_id: &str) -> Result<Option<u64>, StoreError> {
+        delegate!(self, store => store.pruned_at(session_id).await)
     }
 
     async fn events_page(

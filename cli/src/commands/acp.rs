@@ -183,7 +183,9 @@ impl AgentSessions for AcpSessions {
 
 fn sessions_error(error: SourceError) -> SessionsError {
     match error {
-        SourceError::NotFound(message) => SessionsError::NotFound(message),
+        SourceError::NotFound(message) | SourceError::Pruned(message) => {
+            SessionsError::NotFound(message)
+        }
         SourceError::Busy(message) => SessionsError::Busy(message),
         other => SessionsError::Failed(other.to_string()),
     }

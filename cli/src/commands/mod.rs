@@ -6,6 +6,7 @@ pub mod acp;
 pub mod diff;
 pub mod export;
 pub mod fork;
+pub mod prune;
 pub mod replay;
 pub mod rm;
 pub mod run_command;

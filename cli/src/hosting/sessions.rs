@@ -15,7 +15,7 @@ use reel_engine::{
     error_chain,
 };
 use reel_server::{ExportFormat, SessionConfig, SessionSource, SourceError};
-use reel_storage::{Access, Location, TimelineStore, open_timeline};
+use reel_storage::{Access, Location, Retention, TimelineStore, open_timeline};
 
 use super::{
     commands::{self, Commands},
@@ -143,11 +143,9 @@ impl CommandSessions {
         id: &str,
         at: Option<u64>,
     ) -> Result<u64, SourceError> {
-        let summary = store
-            .summary(id)
-            .await
-            .map_err(failed)?
-            .ok_or_else(|| SourceError::NotFound(format!("there is no session {id:?}")))?;
+        let Some(summary) = store.summary(id).await.map_err(failed)? else {
+            return Err(missing(store, id).await);
+        };
         resolve_at(&summary, at).map_err(|e| SourceError::OutOfRange(e.to_string()))
     }
 
@@ -200,7 +198,10 @@ impl CommandSessions {
         more_servers: &[McpServerConfig],
     ) -> Result<OpenedSession, SourceError> {
         let mut store = self.beside(Connection::Writing).await?;
-        let recorded = commands::recorded(&mut store, id).await?;
+        let recorded = match commands::recorded(&mut store, id).await {
+            Err(SourceError::NotFound(_)) => return Err(missing(&mut store, id).await),
+            other => other?,
+        };
         let chosen = self.commands.choose(&recorded.config)?;
         let invocation = self.invocation(id, &chosen.path, chosen.file, chosen.variables);
         let prepared = prepare(&invocation).map_err(anyhow_failed)?;
@@ -333,6 +334,23 @@ impl SessionSource for CommandSessions {
 
     async fn node_writing(&self, id: &str) -> Result<Option<String>, SourceError> {
         self.store().await?.node_writing(id).await.map_err(failed)
+    }
+
+    async fn prune(&self, age: std::time::Duration) -> Result<Vec<String>, SourceError> {
+        let mut store = self.beside(Connection::Writing).await?;
+        let pruned = reel_storage::prune(&mut store, Retention::OlderThan(age), false)
+            .await
+            .map_err(failed)?;
+        Ok(pruned.removed.into_iter().map(|s| s.session_id).collect())
+    }
+}
+
+/// Why session `id` is not in `store`: pruned for its age, or never there.
+async fn missing(store: &mut TimelineStore, id: &str) -> SourceError {
+    match store.pruned_at(id).await {
+        Ok(Some(at)) => SourceError::Pruned(reel_server::pruned_message(id, at)),
+        Ok(None) => SourceError::NotFound(format!("there is no session {id:?}")),
+        Err(error) => failed(error),
     }
 }
 

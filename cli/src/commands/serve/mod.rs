@@ -94,6 +94,10 @@ pub struct ServeArgs {
     /// unloaded, its lease released and its memory freed; it reloads when used again.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
     pub idle_timeout: Duration,
+    /// Remove the stored sessions not written for this long (e.g. 90d), at start and then once
+    /// an hour, as `reel prune --older-than` does; a request for one is then answered 410.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub retain: Option<Duration>,
 }
 
 pub async fn run(args: ServeArgs) -> u8 {
@@ -132,6 +136,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         token,
         grace: args.grace,
         idle_timeout: args.idle_timeout,
+        retain: args.retain,
         allowed: Allowed::new(
             &args.allow_hosts,
             &args.allow_origins,
