@@ -141,7 +141,7 @@ fn a_session_recorded_against_a_model_server_reruns_without_it() {
         dir.path(),
         "live.yaml",
         &text.replace(
-            &address,
+            address,
             live.base_url()
                 .trim_start_matches("http://")
                 .trim_end_matches("/v1"),
