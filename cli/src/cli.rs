@@ -69,6 +69,9 @@ pub enum Action {
     Rm(crate::commands::rm::RmArgs),
     /// Remove whole sessions for their age (never one a process holds); --dry-run lists them.
     Prune(crate::commands::prune::PruneArgs),
+    /// Find where the stored sessions said something: messages, reasoning, tool calls and
+    /// results, newest first.
+    Search(crate::commands::search::SearchArgs),
     /// Host many sessions over HTTP, Server-Sent Events and WebSocket.
     Serve(crate::commands::serve::ServeArgs),
     /// Be an Agent Client Protocol agent on stdin/stdout, for editors (Zed, JetBrains, ...).
@@ -297,6 +300,7 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
         | Action::Tail(_)
         | Action::Rm(_)
         | Action::Prune(_)
+        | Action::Search(_)
         | Action::Diff(_)
         | Action::Test(_)) => Parsed::Other(Box::new(action)),
         // `reel approve` is `run-command --resume --approve`: parsed as that, with the command
@@ -351,6 +355,7 @@ pub async fn run(parsed: Parsed) -> u8 {
         Action::Tail(args) => commands::tail::run(args).await,
         Action::Rm(args) => commands::rm::run(args).await,
         Action::Prune(args) => commands::prune::run(args).await,
+        Action::Search(args) => commands::search::run(args).await,
         Action::RunCommand(_) | Action::Approve(_) | Action::Rerun(_) => {
             unreachable!("parsed as an invocation")
         }

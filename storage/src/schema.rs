@@ -39,6 +39,7 @@ pub(crate) const REEL_TABLES: &[&str] = &[
     "turns",
     "serve_nodes",
     "pruned_sessions",
+    "search_docs",
 ];
 
 /// What an existing database holds, as far as reel is concerned.

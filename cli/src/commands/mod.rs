@@ -10,6 +10,7 @@ pub mod prune;
 pub mod replay;
 pub mod rm;
 pub mod run_command;
+pub mod search;
 pub mod serve;
 pub mod sessions;
 pub mod show;

@@ -1,0 +1,206 @@
+//! `reel search`: every session's messages, reasoning, tool arguments and results, on SQLite
+//! (FTS5) and PostgreSQL (tsvector), newest first, with the filters; the index follows the
+//! stored entities in their own transaction (a removed session's hits are gone with it); a
+//! database made before the index gets it on its first writing open, not on a read; a query
+//! the syntax does not take is refused with a clear error.
+
+use reel_tests::repo_root;
+use serde_json::Value;
+
+/// `reel ARGS`: exit status and stdout, stderr.
+fn reel(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = reel_tests::run(args);
+    (
+        output.status.code(),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// `reel search QUERY FLAGS --json` on `store`: the hits.
+fn search(store: &[&str], query: &str, flags: &[&str]) -> Vec<Value> {
+    let mut args = vec!["search", query, "--json"];
+    args.extend(flags);
+    args.extend(store);
+    let (status, out, stderr) = reel(&args);
+    assert_eq!(status, Some(0), "{stderr}");
+    serde_json::from_str::<Value>(&out)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Each hit as (session, role).
+fn whose(hits: &[Value]) -> Vec<(String, String)> {
+    hits.iter()
+        .map(|h| {
+            (
+                h["session_id"].as_str().unwrap().to_owned(),
+                h["role"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn record(store: &[&str], example: &str, id: &str) {
+    let example = repo_root().join("examples").join(example);
+    let mut args = vec!["run-command", example.to_str().unwrap(), "--session-id", id];
+    args.extend(store);
+    let (status, _, stderr) = reel(&args);
+    assert_eq!(status, Some(0), "{stderr}");
+}
+
+fn searches_every_session(store: &[&str]) {
+    record(store, "weather-tool.yaml", "paris");
+    record(store, "echo.yaml", "echo");
+    let mut args = vec!["run-command"];
+    let echo = repo_root().join("examples/echo.yaml");
+    args.extend([echo.to_str().unwrap(), "--session-id", "echo", "--resume"]);
+    args.extend(["--name", "sunny days in Oslo"]);
+    args.extend(store);
+    let (status, _, stderr) = reel(&args);
+    assert_eq!(status, Some(0), "{stderr}");
+
+    // Newest first, every role that said it.
+    let hits = search(store, "sunny", &[]);
+    let found = whose(&hits);
+    assert_eq!(found[0].0, "echo", "the newest first: {found:?}");
+    for expected in [
+        ("echo", "user"),
+        ("echo", "assistant"),
+        ("paris", "assistant"),
+        ("paris", "tool"),
+    ] {
+        assert!(
+            found.contains(&(expected.0.into(), expected.1.into())),
+            "{expected:?} in {found:?}"
+        );
+    }
+    let first = &hits[0];
+    assert!(first["ordinal"].as_u64().unwrap() > 0 && first["at_ms"].as_u64().unwrap() > 0);
+    let matched: Vec<&str> = first["snippet"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["matched"] == true)
+        .map(|p| p["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(matched, ["sunny"]);
+
+    // The filters.
+    assert!(
+        whose(&search(store, "sunny", &["--session", "paris"]))
+            .iter()
+            .all(|(s, _)| s == "paris")
+    );
+    assert_eq!(
+        whose(&search(store, "sunny", &["--role", "tool"])),
+        [("paris".to_owned(), "tool".to_owned())]
+    );
+    let reasoning = search(store, "look", &["--role", "reasoning"]);
+    assert_eq!(
+        whose(&reasoning),
+        [("paris".to_owned(), "reasoning".to_owned())]
+    );
+    let tool = search(
+        store,
+        "Paris",
+        &["--tool", "get_weather", "--status", "completed"],
+    );
+    assert_eq!(whose(&tool), [("paris".to_owned(), "tool".to_owned())]);
+    assert_eq!(tool[0]["tool_name"], "get_weather");
+    assert!(search(store, "sunny", &["--since", "2100-01-01"]).is_empty());
+    assert_eq!(search(store, "sunny", &["--limit", "1"]).len(), 1);
+    assert!(search(store, "nowhere", &[]).is_empty());
+
+    // Text mode marks the match and names the spot.
+    let mut args = vec![
+        "search",
+        "sunny",
+        "--session",
+        "paris",
+        "--role",
+        "assistant",
+    ];
+    args.extend(store);
+    let (status, out, _) = reel(&args);
+    assert_eq!(status, Some(0));
+    assert!(out.starts_with("paris #"), "{out}");
+    assert!(out.contains("[sunny] in Paris"), "{out}");
+
+    // Bad input: a clear error, non-zero exit.
+    let mut args = vec!["search", "  "];
+    args.extend(store);
+    let (status, _, stderr) = reel(&args);
+    assert_eq!(status, Some(1));
+    assert!(
+        stderr.contains("is not valid search syntax (it is empty)"),
+        "{stderr}"
+    );
+
+    // A removed session's hits go with it (the same transaction).
+    let mut args = vec!["rm", "paris"];
+    args.extend(store);
+    let (status, _, stderr) = reel(&args);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(
+        whose(&search(store, "sunny", &[]))
+            .iter()
+            .all(|(s, _)| s == "echo")
+    );
+}
+
+#[test]
+fn search_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let store = ["--timeline-db", db.to_str().unwrap()];
+    searches_every_session(&store);
+    let (status, _, stderr) = reel(&["search", "a:b", store[0], store[1]]);
+    assert_eq!(status, Some(1));
+    assert!(
+        stderr.contains("\"a:b\" is not valid search syntax"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn search_on_postgres() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    searches_every_session(&["--timeline-dsn", &schema.dsn]);
+}
+
+/// A database made before the index: a read-only search refuses it, saying a writing command
+/// upgrades it, and changes nothing; the first writing open builds the index from the stored
+/// entities.
+#[test]
+fn a_database_from_before_the_index_is_indexed_on_its_first_writing_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let store = ["--timeline-db", db.to_str().unwrap()];
+    record(&store, "weather-tool.yaml", "paris");
+    // Back to the schema before migration 8.
+    let undone = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .arg(
+            "DROP TRIGGER entities_searched_inserted; DROP TRIGGER entities_searched_updated; \
+             DROP TRIGGER entities_searched_deleted; DROP TABLE search_fts; DROP TABLE search_docs; \
+             DELETE FROM _sqlx_migrations WHERE version = 8;",
+        )
+        .status()
+        .expect("sqlite3 runs (.ci/run installs it)");
+    assert!(undone.success());
+    let (status, _, stderr) = reel(&["search", "sunny", store[0], store[1]]);
+    assert_eq!(status, Some(1));
+    assert!(
+        stderr.contains("was written by an older reel; a writing command"),
+        "{stderr}"
+    );
+    let (status, _, stderr) = reel(&["prune", "--older-than", "1000y", store[0], store[1]]);
+    assert_eq!(status, Some(0), "{stderr}");
+    let hits = search(&store, "sunny", &[]);
+    assert_eq!(hits.len(), 2, "{hits:?}");
+}
