@@ -15,16 +15,30 @@ CREATE TABLE search_docs (
     -- The ordinal of the event that made the entity.
     ordinal    BIGINT NOT NULL,
     body       TEXT   NOT NULL,
-    tsv        tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED,
+    -- A tsvector holds at most 1 MB: the first 100,000 characters of a text are indexed.
+    tsv        tsvector GENERATED ALWAYS AS (to_tsvector('simple', left(body, 100000))) STORED,
     PRIMARY KEY (session_id, entity_id)
 );
 
 CREATE INDEX search_docs_tsv ON search_docs USING GIN (tsv);
 CREATE INDEX search_docs_doc ON search_docs (doc);
 
-CREATE FUNCTION search_doc_of(kind TEXT, payload JSONB, tombstone BOOLEAN, OUT role TEXT,
+CREATE FUNCTION search_doc_of(kind TEXT, payload_text TEXT, tombstone BOOLEAN, OUT role TEXT,
     OUT tool_name TEXT, OUT status TEXT, OUT body TEXT) AS $$
+DECLARE
+    payload JSONB;
 BEGIN
+    IF strpos(payload_text, '\u0000') = 0 THEN
+        payload := payload_text::jsonb;
+    ELSE
+        -- jsonb holds no NUL character: those are left out of the index, and a payload that
+        -- still does not parse is indexed without its words. A commit never fails for it.
+        BEGIN
+            payload := replace(payload_text, '\u0000', '')::jsonb;
+        EXCEPTION WHEN others THEN
+            payload := '{}'::jsonb;
+        END;
+    END IF;
     role := CASE
         WHEN kind <> 'ChatMessage' THEN 'tool'
         WHEN payload->>'segmentType' = 'reasoning' THEN 'reasoning'
@@ -48,7 +62,7 @@ BEGIN
     IF NEW.kind NOT IN ('ChatMessage', 'ChatToolCall', 'ChatToolResult') THEN
         RETURN NEW;
     END IF;
-    doc := search_doc_of(NEW.kind, NEW.payload_json::jsonb, NEW.tombstone);
+    doc := search_doc_of(NEW.kind, NEW.payload_json, NEW.tombstone);
     INSERT INTO search_docs (session_id, entity_id, role, tool_name, status, ordinal, body)
     VALUES (NEW.session_id, NEW.entity_id, doc.role, doc.tool_name, doc.status,
         NEW.created_ordinal, doc.body)
@@ -64,5 +78,5 @@ FOR EACH ROW EXECUTE FUNCTION entities_searched();
 -- The entities stored before this migration.
 INSERT INTO search_docs (session_id, entity_id, role, tool_name, status, ordinal, body)
 SELECT e.session_id, e.entity_id, d.role, d.tool_name, d.status, e.created_ordinal, d.body
-FROM entities e, search_doc_of(e.kind, e.payload_json::jsonb, e.tombstone) d
+FROM entities e, search_doc_of(e.kind, e.payload_json, e.tombstone) d
 WHERE e.kind IN ('ChatMessage', 'ChatToolCall', 'ChatToolResult');

@@ -204,3 +204,43 @@ fn a_database_from_before_the_index_is_indexed_on_its_first_writing_open() {
     let hits = search(&store, "sunny", &[]);
     assert_eq!(hits.len(), 2, "{hits:?}");
 }
+
+/// A prompt of over a megabyte of distinct words (and its echo) is stored and searchable:
+/// PostgreSQL's index takes the first 100,000 characters of a text (a tsvector holds 1 MB at
+/// most), and a commit never fails for its index.
+fn a_huge_text_is_stored_and_searchable(store: &[&str]) {
+    let echo = repo_root().join("examples/echo.yaml");
+    let mut args = vec![
+        "run-command",
+        echo.to_str().unwrap(),
+        "--rpc",
+        "--stdin-rpc",
+        "--session-id",
+        "huge",
+    ];
+    args.extend(store);
+    let mut client = reel_tests::RpcClient::start(&args);
+    let words: String = (1..=150_000).map(|i| format!("word{i} ")).collect();
+    assert!(words.len() > 1_048_576);
+    let submit = serde_json::json!({"requestId": "h", "submit": {"prompt": words}});
+    client.send(&submit.to_string());
+    assert_eq!(client.done_of("h"), "ok");
+    drop(client.finish());
+    let hits = search(store, "word42", &["--role", "user"]);
+    assert_eq!(whose(&hits), [("huge".to_owned(), "user".to_owned())]);
+}
+
+#[test]
+fn a_huge_text_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    a_huge_text_is_stored_and_searchable(&["--timeline-db", db.to_str().unwrap()]);
+}
+
+#[test]
+fn a_huge_text_on_postgres() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    a_huge_text_is_stored_and_searchable(&["--timeline-dsn", &schema.dsn]);
+}
