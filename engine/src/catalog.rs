@@ -10,6 +10,7 @@ use reel_proto::{Any, rpc::SnapshotEntity};
 
 use crate::{
     log::LogEntry,
+    search::{SearchHit, SearchQuery},
     store::{SessionState, StoreError},
     vocabulary::{RunStatus, ToolCallStatus},
 };
@@ -76,6 +77,15 @@ pub trait SessionCatalog: Send + 'static {
 
     /// One session's summary, if the store holds it.
     async fn summary(&mut self, session_id: &str) -> Result<Option<SessionSummary>, StoreError>;
+
+    /// The newest places `query` matches in what the stored sessions said (see
+    /// [`crate::SearchQuery`]); [`StoreError::Query`] for a query the store's syntax does not
+    /// take.
+    async fn search(&mut self, _query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
+        Err(StoreError::Unusable(
+            "this store keeps no search index".into(),
+        ))
+    }
 
     /// When the session was pruned for its age (milliseconds since the epoch), if it was and
     /// has not been made again: a reader is told it is gone, not that it never existed.

@@ -27,6 +27,7 @@ mod output;
 mod projection;
 mod provider;
 mod run;
+mod search;
 mod session;
 mod sink;
 mod store;
@@ -63,6 +64,10 @@ pub use provider::{
 };
 pub use run::{
     ActiveRun, CompactRequest, RunEvent, RunFailure, RunOutcome, RunRequest, panic_message,
+};
+pub use search::{
+    CLOSE as SNIPPET_CLOSE, OPEN as SNIPPET_OPEN, SearchHit, SearchQuery, SnippetPart,
+    snippet_parts,
 };
 pub use session::Session;
 pub use sink::{Acks, Durability, MemorySink, Reads, Sink, SinkError};

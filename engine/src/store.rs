@@ -107,6 +107,9 @@ pub enum StoreError {
     /// reel's schema, for instance); the message says what to do.
     #[error("{0}")]
     Unusable(String),
+    /// A query the store's syntax does not take (a search); the message says why.
+    #[error("{0}")]
+    Query(String),
     /// The database failed (locked, read-only, full, unreachable): what reel was doing, and
     /// the database's own error as the source.
     #[error("{doing}")]

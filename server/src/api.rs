@@ -27,7 +27,9 @@ use reel_engine::{ErrorCode, SessionCatalog, SessionSummary};
 use serde::de::DeserializeOwned;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
-use crate::{error::ApiError, export, frames::Position, host::Host, openapi, session_io, sessions};
+use crate::{
+    error::ApiError, export, frames::Position, host::Host, openapi, search, session_io, sessions,
+};
 
 /// The largest request body: a request line as large as stdin RPC takes.
 pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
@@ -48,6 +50,7 @@ pub fn routes(host: Arc<Host>) -> Router {
         .route("/v1/sessions/{id}/ws", get(session_io::websocket))
         .route("/v1/sessions/{id}/export", get(export::export))
         .route("/v1/sessions/{id}/fork", post(export::fork))
+        .route("/v1/search", get(search::search))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi::document))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

@@ -29,6 +29,7 @@ mod openapi;
 mod page;
 mod params;
 mod retention;
+mod search;
 mod session_io;
 mod sessions;
 mod source;
@@ -46,6 +47,7 @@ pub use connections::default_max_connections;
 pub use error::pruned_message;
 pub use frames::Position;
 pub use front_door::Allowed;
+pub use search::parse_date_ms;
 pub use source::{ExportFormat, SessionConfig, SessionSource, SourceError};
 
 /// How long, once the sessions have stopped, their last frames have to reach the clients

@@ -16,7 +16,7 @@ use utoipa::{
     },
 };
 
-use crate::{api, export, session_io, sessions};
+use crate::{api, export, search, session_io, sessions};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -33,6 +33,7 @@ use crate::{api, export, session_io, sessions};
         session_io::websocket,
         export::export,
         export::fork,
+        search::search,
         api::metrics,
         document,
         health,

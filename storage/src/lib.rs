@@ -28,6 +28,5 @@ pub use lease::{EXPIRY as LEASE_EXPIRY, HEARTBEAT as LEASE_HEARTBEAT};
 pub use location::{Access, Location, without_password};
 pub use postgres::PostgresStore;
 pub use retention::{Pruned, Retention, prune};
-pub use search::{SearchError, SearchHit, SearchQuery, SnippetPart};
 pub use sqlite::SqliteStore;
 pub use timeline_store::{TimelineStore, open_timeline};

@@ -371,6 +371,13 @@ macro_rules! sql_store {
                 Ok(row.map(|row| summary!(row)))
             }
 
+            async fn search(
+                &mut self,
+                query: &reel_engine::SearchQuery,
+            ) -> Result<Vec<reel_engine::SearchHit>, StoreError> {
+                self.full_text_search(query).await
+            }
+
             async fn pruned_at(&mut self, session_id: &str) -> Result<Option<u64>, StoreError> {
                 let row = sqlx::query(PRUNED_AT)
                     .bind(session_id)

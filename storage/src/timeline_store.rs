@@ -206,6 +206,13 @@ impl SessionCatalog for TimelineStore {
         delegate!(self, store => store.summary(session_id).await)
     }
 
+    async fn search(
+        &mut self,
+        query: &reel_engine::SearchQuery,
+    ) -> Result<Vec<reel_engine::SearchHit>, StoreError> {
+        delegate!(self, store => store.search(query).await)
+    }
+
     async fn pruned_at(&mut self, session_id: &str) -> Result<Option<u64>, StoreError> {
         delegate!(self, store => store.pruned_at(session_id).await)
     }

@@ -244,3 +244,62 @@ fn a_huge_text_on_postgres() {
     };
     a_huge_text_is_stored_and_searchable(&["--timeline-dsn", &schema.dsn]);
 }
+
+/// `GET /v1/search` in `reel serve`: the same hits a page at a time (`next` is the cursor of
+/// the next page), the filters, and a bad query refused with 400 `invalid_query`.
+#[tokio::test]
+async fn serve_searches_a_page_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let store = ["--timeline-db", db.to_str().unwrap()];
+    record(&store, "weather-tool.yaml", "paris");
+    let served =
+        reel_tests::served::Served::start(&reel_tests::served::echo_command(), &db, &[], &[]);
+    let (status, body) = served.get("/v1/search?q=sunny").await;
+    assert_eq!(status, 200, "{body}");
+    let all = body["hits"].as_array().unwrap().clone();
+    assert_eq!(all.len(), 2, "{body}");
+    assert_eq!(body["next"], Value::Null);
+
+    let (status, first) = served.get("/v1/search?q=sunny&limit=1").await;
+    assert_eq!(status, 200);
+    assert_eq!(first["hits"].as_array().unwrap().len(), 1);
+    let next = first["next"].as_i64().expect("a next page");
+    let (_, second) = served
+        .get(&format!("/v1/search?q=sunny&limit=1&before={next}"))
+        .await;
+    let paged: Vec<&Value> = first["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(second["hits"].as_array().unwrap())
+        .collect();
+    assert_eq!(
+        paged,
+        all.iter().collect::<Vec<_>>(),
+        "two pages hold the same hits"
+    );
+    assert_eq!(second["next"], Value::Null);
+
+    let (_, tools) = served
+        .get("/v1/search?q=sunny&role=tool&session=paris")
+        .await;
+    assert_eq!(tools["hits"].as_array().unwrap().len(), 1);
+    assert_eq!(tools["hits"][0]["tool_name"], "get_weather");
+    let (_, later) = served.get("/v1/search?q=sunny&since=2100-01-01").await;
+    assert!(later["hits"].as_array().unwrap().is_empty());
+
+    for bad in [
+        "/v1/search",
+        "/v1/search?q=a:b",
+        "/v1/search?q=sunny&since=yesterday",
+        "/v1/search?q=sunny&role=robot",
+    ] {
+        let (status, body) = served.get(bad).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (400, Some("invalid_query")),
+            "{bad}: {body}"
+        );
+    }
+}

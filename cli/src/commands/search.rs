@@ -6,8 +6,8 @@
 use std::io::Write;
 
 use anyhow::Context;
+use reel_engine::{SearchHit, SearchQuery, SessionCatalog};
 use reel_sinks::printable;
-use reel_storage::{SearchHit, SearchQuery};
 
 use crate::stored::Database;
 
@@ -29,10 +29,10 @@ pub struct SearchArgs {
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
     /// Only what was said at or after this time (2026-11-27 or 2026-11-27T10:00:00Z).
-    #[arg(long, value_name = "DATE", value_parser = parse_time)]
+    #[arg(long, value_name = "DATE", value_parser = reel_server::parse_date_ms)]
     pub since: Option<u64>,
     /// Only what was said before this time.
-    #[arg(long, value_name = "DATE", value_parser = parse_time)]
+    #[arg(long, value_name = "DATE", value_parser = reel_server::parse_date_ms)]
     pub until: Option<u64>,
     /// Only the words of the user, the assistant, its reasoning, or tools (calls and results).
     #[arg(long, value_enum)]
@@ -115,20 +115,4 @@ fn write_line(out: &mut impl Write, hit: &SearchHit) -> std::io::Result<()> {
 fn timestamp(ms: u64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
     humantime::format_rfc3339_seconds(at).to_string()
-}
-
-/// A date (`2026-11-27`, midnight UTC) or a time (`2026-11-27T10:00:00Z`) as milliseconds
-/// since the epoch.
-fn parse_time(text: &str) -> Result<u64, String> {
-    let full = if text.len() == 10 {
-        format!("{text}T00:00:00Z")
-    } else {
-        text.to_owned()
-    };
-    let at = humantime::parse_rfc3339_weak(&full)
-        .map_err(|e| format!("{e}: give a date (2026-11-27) or a time (2026-11-27T10:00:00Z)"))?;
-    let since = at
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| "a time before 1970".to_owned())?;
-    Ok(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
 }
