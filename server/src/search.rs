@@ -48,7 +48,7 @@ impl SearchRole {
 pub struct SearchParams {
     /// What to look for: words (every one must be there) or a "quoted phrase" (SQLite takes
     /// FTS5 syntax besides, PostgreSQL web-search syntax).
-    q: Option<String>,
+    q: String,
     /// Only this session.
     session: Option<String>,
     /// Only the words of the user, the assistant, its reasoning, or tools.
@@ -94,7 +94,7 @@ pub async fn search(
     let time = |text: &Option<String>| text.as_deref().map(parse_date_ms).transpose();
     let limit = params.limit.unwrap_or(20).clamp(1, MAX_PAGE);
     let query = SearchQuery {
-        text: params.q.unwrap_or_default(),
+        text: params.q,
         session: params.session,
         role: params.role.map(|role| role.as_str().to_owned()),
         tool: params.tool,
