@@ -53,17 +53,20 @@ pub async fn run(
 }
 
 /// A PostgreSQL schema made for one bench run.
-struct Schema {
+pub(super) struct Schema {
     /// The server's DSN.
     server: String,
     name: String,
     /// A DSN whose connections work in the schema.
-    dsn: String,
+    pub(super) dsn: String,
 }
 
 impl Schema {
-    async fn create(server: &str) -> anyhow::Result<Self> {
-        let name = format!("reel_bench_{}", std::process::id());
+    pub(super) async fn create(server: &str) -> anyhow::Result<Self> {
+        // One process may make several at once.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("reel_bench_{}_{next}", std::process::id());
         let mut conn = PgConnection::connect(server)
             .await
             .with_context(|| format!("cannot connect to {server}"))?;
@@ -80,7 +83,7 @@ impl Schema {
         })
     }
 
-    async fn drop(self) -> anyhow::Result<()> {
+    pub(super) async fn drop(self) -> anyhow::Result<()> {
         let mut conn = PgConnection::connect(&self.server).await?;
         let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))

@@ -15,6 +15,7 @@ mod export;
 mod jetstream;
 mod provider;
 mod reply_memory;
+mod search;
 mod serve;
 mod start;
 mod stdin_rpc;
@@ -57,6 +58,10 @@ pub struct BenchArgs {
     /// Sessions in the database `reel sessions` lists.
     #[arg(long, default_value_t = 10_000)]
     pub list_sessions: usize,
+    /// Messages stored for the full-text search benchmark (queries p50/p99, and what the
+    /// index costs the writes); 0 leaves it out.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub search_messages: usize,
     /// Also measure this PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/test.
     #[arg(long, value_name = "URL")]
     pub postgres: Option<String>,
@@ -147,7 +152,7 @@ pub async fn run(args: BenchArgs) -> u8 {
     let stored = match durable::run(
         args.durable_deltas.max(10),
         args.resume_events.max(10),
-        args.postgres,
+        args.postgres.clone(),
     )
     .await
     {
@@ -174,6 +179,20 @@ pub async fn run(args: BenchArgs) -> u8 {
             }
         }
     };
+    let searched = match args.search_messages {
+        0 => 0,
+        messages => match search::run(messages, args.postgres.clone()).await {
+            Ok(true) => 0,
+            Ok(false) => 1,
+            Err(error) => {
+                eprintln!("reel bench: search: {}", error_chain(&*error));
+                1
+            }
+        },
+    };
+    if args.search_messages > 0 {
+        println!();
+    }
     let exported = match export::run(args.export_events.max(100), args.list_sessions).await {
         Ok(true) => 0,
         Ok(false) => 1,
@@ -191,6 +210,7 @@ pub async fn run(args: BenchArgs) -> u8 {
         .max(fetched)
         .max(exported)
         .max(streamed_out)
+        .max(searched)
 }
 
 /// Runs one prompt ("bench") to its end: no request id, no system prompt, nothing cancels it.

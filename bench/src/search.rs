@@ -1,0 +1,201 @@
+//! Full-text search (`--search-messages N`): N stored messages (sessions of 1,000, words drawn
+//! from a vocabulary of 5,000 with a few common ones), then 200 queries of one or two words,
+//! newest 20 hits each, through the store as `reel search` and `GET /v1/search` ask it:
+//! p50 and p99 (target: p99 under 50 ms at 1,000,000 messages). And what the index costs the
+//! writes: the same messages stored with the index's triggers and without them (target: at
+//! most 20% fewer per second). SQLite, and PostgreSQL with `--postgres`.
+
+use std::{sync::Arc, time::Instant};
+
+use reel_engine::{Commit, LogEntry, LogStore, SearchQuery, SessionCatalog};
+use reel_proto::{
+    Any,
+    chat::{ChatMessageEntity, ChatUserMessageAccepted},
+    rpc::SnapshotEntity,
+};
+use reel_storage::{Access, Location, TimelineStore, open_timeline};
+use sqlx::Connection;
+
+use crate::durable::Schema;
+
+/// Messages per session (and per commit).
+const PER_SESSION: usize = 1_000;
+/// Queries timed.
+const QUERIES: usize = 200;
+
+pub async fn run(messages: usize, postgres: Option<String>) -> anyhow::Result<bool> {
+    let dir = tempfile::tempdir()?;
+    let file = |name: &str| Location::path(dir.path().join(format!("{name}.db")));
+    let places = [file("search"), file("indexed"), file("bare")];
+    bench_backend("SQLite", &places, messages).await?;
+    if let Some(server) = postgres {
+        // Three schemas of the bench's own, dropped at the end.
+        let mut schemas = Vec::new();
+        for _ in 0..3 {
+            schemas.push(Schema::create(&server).await?);
+        }
+        let places = [0, 1, 2].map(|at| Location::Postgres(schemas[at].dsn.clone()));
+        let measured = bench_backend("PostgreSQL", &places, messages).await;
+        for schema in schemas {
+            schema.drop().await?;
+        }
+        measured?;
+    }
+    Ok(true)
+}
+
+/// `places`: the database searched, and two more for the write cost (with and without the
+/// index).
+async fn bench_backend(name: &str, places: &[Location; 3], messages: usize) -> anyhow::Result<()> {
+    println!("reel bench: full-text search over {messages} stored messages ({name})");
+    let mut store = open_timeline(&places[0], Access::ReadWrite).await?;
+    let started = Instant::now();
+    store_messages(&mut store, messages).await?;
+    let rate = messages as f64 / started.elapsed().as_secs_f64();
+    println!("stored with the index: {rate:.0} messages/s");
+
+    // The write cost: a tenth of the messages with the index, and without its triggers.
+    let sample = (messages / 10).max(PER_SESSION);
+    let mut indexed = open_timeline(&places[1], Access::ReadWrite).await?;
+    let mut bare = open_timeline(&places[2], Access::ReadWrite).await?;
+    drop_index(&places[2]).await?;
+    let mut rates = [0.0, 0.0];
+    for (at, store) in [&mut indexed, &mut bare].into_iter().enumerate() {
+        let started = Instant::now();
+        store_messages(store, sample).await?;
+        rates[at] = sample as f64 / started.elapsed().as_secs_f64();
+    }
+    let [with, without] = rates;
+    println!(
+        "{sample} messages: {with:.0}/s with the index, {without:.0}/s without: the index costs {:.0}% (target at most 20%)",
+        (1.0 - with / without).max(0.0) * 100.0
+    );
+
+    let mut times = Vec::with_capacity(QUERIES);
+    let mut found = 0;
+    for at in 0..QUERIES {
+        let text = if at % 4 == 3 {
+            format!("{} {}", word(at * 7919), word(at * 104_729))
+        } else {
+            word(at * 7919).to_owned()
+        };
+        let query = SearchQuery {
+            text,
+            limit: 20,
+            ..SearchQuery::default()
+        };
+        let started = Instant::now();
+        found += store.search(&query).await?.len();
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(f64::total_cmp);
+    let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
+    println!(
+        "{QUERIES} queries (newest 20 hits, {found} in all): p50 {:.1} ms, p99 {:.1} ms (target p99 under 50 ms)",
+        at(0.5),
+        at(0.99)
+    );
+    Ok(())
+}
+
+/// Drops the search index's triggers in the database at `location`.
+async fn drop_index(location: &Location) -> anyhow::Result<()> {
+    match location {
+        Location::Sqlite(path) => {
+            let url = format!("sqlite://{}", path.display());
+            let mut conn = sqlx::SqliteConnection::connect(&url).await?;
+            sqlx::raw_sql(
+                "DROP TRIGGER entities_searched_inserted; DROP TRIGGER entities_searched_updated; \
+                 DROP TRIGGER entities_searched_deleted;",
+            )
+            .execute(&mut conn)
+            .await?;
+        }
+        Location::Postgres(dsn) => {
+            let mut conn = sqlx::PgConnection::connect(dsn).await?;
+            sqlx::raw_sql("DROP TRIGGER entities_searched ON entities")
+                .execute(&mut conn)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Stores `messages` user messages, `PER_SESSION` a session, each with its event and entity.
+async fn store_messages(store: &mut TimelineStore, messages: usize) -> anyhow::Result<()> {
+    let sessions = messages.div_ceil(PER_SESSION);
+    for session in 0..sessions {
+        let id = format!("s{session}");
+        store.lease(&id).await?;
+        let count = PER_SESSION.min(messages - session * PER_SESSION);
+        let mut commit = Commit::default();
+        for at in 0..count {
+            let ordinal = at as u64 + 1;
+            let text = sentence(session * PER_SESSION + at);
+            commit.events.push(Arc::new(LogEntry {
+                ordinal,
+                recorded_at_ms: reel_engine::now_ms(),
+                event: ChatUserMessageAccepted {
+                    text: text.clone(),
+                    ..Default::default()
+                }
+                .into(),
+            }));
+            commit.entities.push(SnapshotEntity {
+                kind: "ChatMessage".into(),
+                id: format!("m{ordinal}"),
+                created_ordinal: ordinal,
+                last_event_ordinal: ordinal,
+                tombstone: false,
+                payload: Some(Any::from(ChatMessageEntity {
+                    role: "user".into(),
+                    text,
+                    status: "accepted".into(),
+                    ..Default::default()
+                })),
+            });
+        }
+        commit.entities_ordinal = Some(count as u64);
+        store.commit(&id, &commit).await?;
+        store.release(&id).await?;
+    }
+    Ok(())
+}
+
+/// Message `n`: 10 to 30 words; the first few words of the vocabulary are common.
+fn sentence(n: usize) -> String {
+    let length = 10 + n % 21;
+    (0..length)
+        .map(|k| {
+            let pick = n.wrapping_mul(2_654_435_761).wrapping_add(k * 40_503) % 100;
+            if pick < 20 {
+                word(pick)
+            } else {
+                word(n.wrapping_mul(31).wrapping_add(k * 977))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Word `n` of a vocabulary of 5,000 made-up words.
+fn word(n: usize) -> &'static str {
+    static WORDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let words = WORDS.get_or_init(|| {
+        const SYLLABLES: [&str; 20] = [
+            "ka", "lo", "mi", "ne", "su", "ta", "re", "vo", "pi", "da", "gu", "ha", "je", "ko",
+            "lu", "ma", "no", "pe", "ri", "sa",
+        ];
+        (0..5_000)
+            .map(|i| {
+                format!(
+                    "{}{}{}",
+                    SYLLABLES[i % 20],
+                    SYLLABLES[(i / 20) % 20],
+                    SYLLABLES[(i / 400) % 20]
+                )
+            })
+            .collect()
+    });
+    &words[n % words.len()]
+}
