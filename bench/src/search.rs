@@ -115,9 +115,12 @@ async fn drop_index(location: &Location) -> anyhow::Result<()> {
         }
         Location::Postgres(dsn) => {
             let mut conn = sqlx::PgConnection::connect(dsn).await?;
-            sqlx::raw_sql("DROP TRIGGER entities_searched ON entities")
-                .execute(&mut conn)
-                .await?;
+            sqlx::raw_sql(
+                "DROP TRIGGER entities_searched_inserted ON entities; \
+                 DROP TRIGGER entities_searched_updated ON entities;",
+            )
+            .execute(&mut conn)
+            .await?;
         }
     }
     Ok(())

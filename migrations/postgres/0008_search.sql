@@ -1,6 +1,6 @@
 -- Full-text search over what sessions said (`reel search`, `GET /v1/search`): one document per
--- message, reasoning block, tool call (its arguments) and tool result, kept by a trigger on
--- `entities` in the transaction that writes them, so the index is never behind nor ahead of
+-- message, reasoning block, tool call (its arguments) and tool result, kept by statement triggers
+-- on `entities` in the transaction that writes them, so the index is never behind nor ahead of
 -- the stored entities. `tsv` (the 'simple' configuration: words as written, any language) has
 -- a GIN index.
 CREATE TABLE search_docs (
@@ -23,60 +23,74 @@ CREATE TABLE search_docs (
 CREATE INDEX search_docs_tsv ON search_docs USING GIN (tsv);
 CREATE INDEX search_docs_doc ON search_docs (doc);
 
-CREATE FUNCTION search_doc_of(kind TEXT, payload_text TEXT, tombstone BOOLEAN, OUT role TEXT,
-    OUT tool_name TEXT, OUT status TEXT, OUT body TEXT) AS $$
-DECLARE
-    payload JSONB;
+-- A payload as jsonb; jsonb holds no NUL character, so those are left out of the index, and a
+-- payload that still does not parse is indexed without its words: a commit never fails for it.
+CREATE FUNCTION search_payload_without_nul(payload_text TEXT) RETURNS JSONB AS $$
 BEGIN
-    IF strpos(payload_text, '\u0000') = 0 THEN
-        payload := payload_text::jsonb;
-    ELSE
-        -- jsonb holds no NUL character: those are left out of the index, and a payload that
-        -- still does not parse is indexed without its words. A commit never fails for it.
-        BEGIN
-            payload := replace(payload_text, '\u0000', '')::jsonb;
-        EXCEPTION WHEN others THEN
-            payload := '{}'::jsonb;
-        END;
-    END IF;
-    role := CASE
-        WHEN kind <> 'ChatMessage' THEN 'tool'
-        WHEN payload->>'segmentType' = 'reasoning' THEN 'reasoning'
-        ELSE coalesce(payload->>'role', '')
-    END;
-    tool_name := coalesce(payload->>'toolName', '');
-    status := coalesce(payload->>'status', '');
-    body := CASE WHEN tombstone THEN '' ELSE
-        coalesce(payload->>'text', payload->>'input', payload->>'result', '') END;
+    RETURN replace(payload_text, '\u0000', '')::jsonb;
+EXCEPTION WHEN others THEN
+    RETURN '{}'::jsonb;
 END;
 $$ LANGUAGE plpgsql IMMUTABLE;
 
+CREATE FUNCTION search_payload(payload_text TEXT) RETURNS JSONB AS $$
+    SELECT CASE WHEN strpos(payload_text, '\u0000') = 0 THEN payload_text::jsonb
+        ELSE search_payload_without_nul(payload_text) END
+$$ LANGUAGE sql IMMUTABLE;
+
+-- The search document of the entities in `changed` (a statement's transition table): one
+-- INSERT per statement, however many rows the commit upserted.
 CREATE FUNCTION entities_searched() RETURNS trigger AS $$
-DECLARE
-    doc RECORD;
 BEGIN
-    IF TG_OP = 'DELETE' THEN
-        DELETE FROM search_docs WHERE session_id = OLD.session_id AND entity_id = OLD.entity_id;
-        RETURN OLD;
-    END IF;
-    IF NEW.kind NOT IN ('ChatMessage', 'ChatToolCall', 'ChatToolResult') THEN
-        RETURN NEW;
-    END IF;
-    doc := search_doc_of(NEW.kind, NEW.payload_json, NEW.tombstone);
     INSERT INTO search_docs (session_id, entity_id, role, tool_name, status, ordinal, body)
-    VALUES (NEW.session_id, NEW.entity_id, doc.role, doc.tool_name, doc.status,
-        NEW.created_ordinal, doc.body)
+    SELECT c.session_id, c.entity_id,
+        CASE
+            WHEN c.kind <> 'ChatMessage' THEN 'tool'
+            WHEN p.payload->>'segmentType' = 'reasoning' THEN 'reasoning'
+            ELSE coalesce(p.payload->>'role', '')
+        END,
+        coalesce(p.payload->>'toolName', ''),
+        coalesce(p.payload->>'status', ''),
+        c.created_ordinal,
+        CASE WHEN c.tombstone THEN '' ELSE
+            coalesce(p.payload->>'text', p.payload->>'input', p.payload->>'result', '') END
+    FROM changed c CROSS JOIN LATERAL (SELECT search_payload(c.payload_json) AS payload) p
+    WHERE c.kind IN ('ChatMessage', 'ChatToolCall', 'ChatToolResult')
     ON CONFLICT (session_id, entity_id) DO UPDATE SET role = excluded.role,
         tool_name = excluded.tool_name, status = excluded.status, body = excluded.body;
-    RETURN NEW;
+    RETURN NULL;
 END;
 $$ LANGUAGE plpgsql;
 
-CREATE TRIGGER entities_searched AFTER INSERT OR UPDATE OR DELETE ON entities
-FOR EACH ROW EXECUTE FUNCTION entities_searched();
+CREATE FUNCTION entities_unsearched() RETURNS trigger AS $$
+BEGIN
+    DELETE FROM search_docs d USING removed r
+    WHERE d.session_id = r.session_id AND d.entity_id = r.entity_id;
+    RETURN NULL;
+END;
+$$ LANGUAGE plpgsql;
+
+CREATE TRIGGER entities_searched_inserted AFTER INSERT ON entities
+REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION entities_searched();
+
+CREATE TRIGGER entities_searched_updated AFTER UPDATE ON entities
+REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION entities_searched();
+
+CREATE TRIGGER entities_searched_deleted AFTER DELETE ON entities
+REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION entities_unsearched();
 
 -- The entities stored before this migration.
 INSERT INTO search_docs (session_id, entity_id, role, tool_name, status, ordinal, body)
-SELECT e.session_id, e.entity_id, d.role, d.tool_name, d.status, e.created_ordinal, d.body
-FROM entities e, search_doc_of(e.kind, e.payload_json, e.tombstone) d
+SELECT e.session_id, e.entity_id,
+    CASE
+        WHEN e.kind <> 'ChatMessage' THEN 'tool'
+        WHEN p.payload->>'segmentType' = 'reasoning' THEN 'reasoning'
+        ELSE coalesce(p.payload->>'role', '')
+    END,
+    coalesce(p.payload->>'toolName', ''),
+    coalesce(p.payload->>'status', ''),
+    e.created_ordinal,
+    CASE WHEN e.tombstone THEN '' ELSE
+        coalesce(p.payload->>'text', p.payload->>'input', p.payload->>'result', '') END
+FROM entities e CROSS JOIN LATERAL (SELECT search_payload(e.payload_json) AS payload) p
 WHERE e.kind IN ('ChatMessage', 'ChatToolCall', 'ChatToolResult');

@@ -20,7 +20,9 @@ CREATE VIRTUAL TABLE search_fts USING fts5(
     body,
     content = 'search_docs',
     content_rowid = 'doc',
-    tokenize = 'unicode61 remove_diacritics 2'
+    tokenize = 'unicode61 remove_diacritics 2',
+    -- No per-document sizes: hits come newest first, never ranked by size (fewer writes).
+    columnsize = 0
 );
 
 CREATE TRIGGER search_docs_inserted AFTER INSERT ON search_docs BEGIN
