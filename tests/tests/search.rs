@@ -303,3 +303,33 @@ async fn serve_searches_a_page_at_a_time() {
         );
     }
 }
+
+/// The chat page's search box in a real browser (Playwright on Chromium): the hits with the
+/// match marked, a session's markup shown as text, and a hit opening its session at that point.
+#[tokio::test]
+async fn the_chat_page_searches_and_opens_a_hit_where_it_was_said() {
+    let Some(driver) = reel_tests::PageDriver::ready() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let store = ["--timeline-db", db.to_str().unwrap()];
+    record(&store, "weather-tool.yaml", "paris");
+    let echo = repo_root().join("examples/echo.yaml");
+    let mut args = vec![
+        "run-command",
+        echo.to_str().unwrap(),
+        "--session-id",
+        "hostile",
+        "--name",
+        "<img src=x onerror=\"document.title='pwned'\"> sunny",
+    ];
+    args.extend(store);
+    let (status, _, stderr) = reel(&args);
+    assert_eq!(status, Some(0), "{stderr}");
+    let served =
+        reel_tests::served::Served::start(&reel_tests::served::echo_command(), &db, &[], &[]);
+    let port = served.base.rsplit(':').next().unwrap().to_owned();
+    let seen = driver.run("search_box.py", &port, Vec::new()).await;
+    assert!(seen["hits"].as_u64().unwrap() >= 3, "{seen}");
+}

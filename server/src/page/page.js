@@ -21,6 +21,7 @@ const state = {
   items: new Map(), // timeline entries by message id
   running: false,
   nextPage: null,
+  spot: null, // the ordinal a search hit opens the session at, until its entry is shown
 };
 
 // ---- the API ---------------------------------------------------------------------------------
@@ -107,9 +108,57 @@ async function newSession() {
   $("prompt").focus();
 }
 
+// ---- search ----------------------------------------------------------------------------------
+
+async function search(event) {
+  event.preventDefault();
+  const words = $("search").value.trim();
+  const results = $("search-results");
+  results.replaceChildren();
+  results.hidden = !words;
+  if (!words) return;
+  const response = await api("/v1/search?limit=20&q=" + encodeURIComponent(words));
+  if (!response.ok) return notify(await errorOf(response));
+  const page = await response.json();
+  if (page.hits.length === 0) {
+    const none = document.createElement("li");
+    none.textContent = "Nothing found";
+    results.append(none);
+  }
+  for (const hit of page.hits) results.append(searchResult(hit));
+}
+
+// A hit: its session, who said it and when, and the snippet with the match marked. Every piece
+// of text goes in as text, never as markup.
+function searchResult(hit) {
+  const item = document.createElement("li");
+  const button = document.createElement("button");
+  button.type = "button";
+  button.dataset.session = hit.session_id;
+  button.dataset.ordinal = String(hit.ordinal);
+  const snippet = document.createElement("span");
+  snippet.className = "snippet";
+  for (const part of hit.snippet) {
+    const piece = document.createElement(part.matched ? "mark" : "span");
+    piece.textContent = part.text;
+    snippet.append(piece);
+  }
+  const meta = document.createElement("span");
+  meta.className = "meta";
+  const who = hit.tool_name ? `${hit.role} (${hit.tool_name})` : hit.role;
+  meta.textContent = `${hit.session_id} · ${who} · ${new Date(hit.at_ms).toLocaleString()}`;
+  button.append(snippet, meta);
+  button.addEventListener("click", () => openSession(hit.session_id, hit.ordinal));
+  item.append(button);
+  return item;
+}
+
 // ---- one session -----------------------------------------------------------------------------
 
-function openSession(id) {
+// Opens session `id`; with `ordinal`, the entity that event made is shown and focused once it
+// arrives (a search hit's spot).
+function openSession(id, ordinal) {
+  state.spot = ordinal ?? null;
   if (state.abort) state.abort.abort();
   state.generation += 1;
   state.session = id;
@@ -192,6 +241,7 @@ async function readEvents(body, onFrame, onId) {
 function handleFrame(frame) {
   if (frame.snapshot) {
     for (const entity of frame.snapshot.entities || []) applyEntity(entity);
+    if (state.spot !== null) showSpot();
   } else if (frame.uiEvent) {
     applyUiEvent(frame.uiEvent.name, frame.uiEvent.payload || {}, Number(frame.uiEvent.ordinal));
   } else if (frame.error) {
@@ -208,6 +258,21 @@ function handleFrame(frame) {
 }
 
 // ---- the timeline ----------------------------------------------------------------------------
+
+// Shows the entry a search hit names (the last one made at or before its ordinal: a tool's
+// result is in its call's card), marked and focused, once.
+function showSpot() {
+  let found = null;
+  for (const node of timeline.children) {
+    if (Number(node.dataset.ordinal) <= state.spot) found = node;
+  }
+  state.spot = null;
+  if (!found) return;
+  found.classList.add("found");
+  found.tabIndex = -1;
+  found.scrollIntoView({ block: "center" });
+  found.focus();
+}
 
 function applyEntity(entity) {
   const payload = entity.payload || {};
@@ -371,7 +436,7 @@ function place(element, ordinal) {
   }
   const following = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 40;
   timeline.insertBefore(element, before);
-  if (following) timeline.scrollTop = timeline.scrollHeight;
+  if (following && state.spot === null) timeline.scrollTop = timeline.scrollHeight;
 }
 
 function setText(item, text) {
@@ -496,6 +561,7 @@ $("cancel").addEventListener("click", cancel);
 $("new-session").addEventListener("click", newSession);
 $("more-sessions").addEventListener("click", () => loadSessions(true));
 $("waiting-only").addEventListener("change", () => loadSessions(false));
+$("search-form").addEventListener("submit", search);
 $("prompt").addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
