@@ -76,7 +76,7 @@ impl SqliteStore {
             .fetch_all(&mut *self.conn.lock().await)
             .await;
         match rows {
-            Ok(rows) => Ok(rows.iter().map(|row| hit(row)).collect()),
+            Ok(rows) => Ok(rows.iter().map(hit).collect()),
             Err(sqlx::Error::Database(error)) if is_syntax(error.message()) => {
                 Err(syntax(query, error.message()))
             }
@@ -96,7 +96,7 @@ impl PostgresStore {
             .fetch_all(&mut *self.conn.lock().await)
             .await
             .map_err(|e| self.error(e))?;
-        Ok(rows.iter().map(|row| hit(row)).collect())
+        Ok(rows.iter().map(hit).collect())
     }
 }
 
