@@ -1,4 +1,4 @@
-//! `GET /`: the chat page, four files compiled into the binary (no build step, nothing
+//! `GET /`: the chat page, five files compiled into the binary (no build step, nothing
 //! fetched from the network).
 //!
 //! The page holds no data and no secret, so it is served without the token: a server started
@@ -15,6 +15,7 @@ use axum::{
 
 const INDEX: &str = include_str!("page/index.html");
 const SCRIPT: &str = include_str!("page/page.js");
+const SEARCH: &str = include_str!("page/search.js");
 const STYLE: &str = include_str!("page/page.css");
 const ICON: &str = include_str!("page/favicon.svg");
 
@@ -31,6 +32,10 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route(
             "/page.js",
             get(|| async { file("text/javascript; charset=utf-8", SCRIPT) }),
+        )
+        .route(
+            "/search.js",
+            get(|| async { file("text/javascript; charset=utf-8", SEARCH) }),
         )
         .route(
             "/page.css",
