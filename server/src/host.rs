@@ -217,6 +217,31 @@ impl Host {
         }))
     }
 
+    /// Prunes session `id` unless it is loaded here: while it is pruned, a request that would
+    /// load it waits (the session's slot is taken), then finds it gone. True when it was
+    /// pruned; false when it is loaded here or another process holds it.
+    pub async fn prune_unless_loaded(&self, id: &str) -> Result<bool, SourceError> {
+        let slot = Arc::clone(self.slots().entry(id.to_owned()).or_default());
+        let pruned = slot
+            .get_or_try_init(|| async {
+                self.source.prune_session(id).await?;
+                // No session to hold: the slot stays empty, and the next load finds it gone.
+                Err(SourceError::Pruned(format!("session {id} was pruned")))
+            })
+            .await;
+        if slot.get().is_none() {
+            let mut slots = self.slots();
+            if slots.get(id).is_some_and(|now| Arc::ptr_eq(now, &slot)) {
+                slots.remove(id);
+            }
+        }
+        match pruned {
+            Ok(_) | Err(SourceError::Busy(_)) => Ok(false),
+            Err(SourceError::Pruned(_)) => Ok(true),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Whether session `id` is loaded here now.
     pub fn is_loaded(&self, id: &str) -> bool {
         self.slots()

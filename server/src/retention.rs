@@ -1,28 +1,48 @@
-//! `reel serve --retain DURATION`: once at start and then once an hour, the stored sessions
-//! not written for that long are removed (never one a process holds: this server's loaded
-//! sessions are held by it). A request for one afterwards is answered 410 `session_pruned`.
+//! `reel serve --retain DURATION`: at start and then once an hour (or every DURATION when that
+//! is shorter), the stored sessions not written for that long are removed, never one a
+//! process holds: not one this server has loaded (a request that would load one waits while
+//! it is pruned), not one another process writes. A request for one afterwards is answered
+//! 410 `session_pruned`.
 
 use std::{sync::Arc, time::Duration};
 
 use crate::host::Host;
 
-/// How often the store is pruned.
+/// How often the store is pruned at most.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
-/// Prunes the sessions older than `age` every [`PRUNE_EVERY`] until the server stops.
+/// Prunes the sessions older than `age` until the server stops.
 pub async fn prune_until_stopped(host: Arc<Host>, age: Duration) {
-    let mut rounds = tokio::time::interval(PRUNE_EVERY);
+    let mut rounds = tokio::time::interval(PRUNE_EVERY.min(age).max(Duration::from_secs(1)));
     rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while !host.is_stopping() {
         rounds.tick().await;
-        match host.source().prune(age).await {
-            Ok(removed) if removed.is_empty() => {}
+        match prune_once(&host, age).await {
+            Ok(0) => {}
             Ok(removed) => tracing::info!(
-                "pruned {} sessions not written for {}",
-                removed.len(),
+                "pruned {removed} sessions not written for {}",
                 humantime::format_duration(age)
             ),
             Err(error) => tracing::warn!("cannot prune the stored sessions: {error}"),
         }
     }
+}
+
+/// One round: the sessions last written before `age` ago, each pruned unless held.
+async fn prune_once(host: &Host, age: Duration) -> Result<usize, crate::SourceError> {
+    let sessions = match host.source().catalog().await?.sessions().await {
+        Ok(sessions) => sessions,
+        Err(error) => return Err(crate::SourceError::Failed(error.to_string())),
+    };
+    let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+    let cutoff = i64::try_from(reel_engine::now_ms())
+        .unwrap_or(i64::MAX)
+        .saturating_sub(age);
+    let mut removed = 0;
+    for session in sessions.iter().filter(|s| s.updated_at_ms < cutoff) {
+        if host.prune_unless_loaded(&session.session_id).await? {
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }

@@ -104,9 +104,12 @@ pub trait SessionSource: Send + Sync + 'static {
         Ok(None)
     }
 
-    /// Removes the stored sessions not written for `age` (never one a process holds, this
-    /// one's loaded sessions included); the ids removed. None by default.
-    async fn prune(&self, _age: std::time::Duration) -> Result<Vec<String>, SourceError> {
-        Ok(Vec::new())
+    /// Removes the stored session `id` for its age, under its lease ([`SourceError::Busy`]
+    /// when another process holds it), and remembers that it was pruned. The host calls it
+    /// only for a session it has not loaded. Unsupported by default.
+    async fn prune_session(&self, id: &str) -> Result<(), SourceError> {
+        Err(SourceError::Failed(format!(
+            "this server's store cannot prune session {id}"
+        )))
     }
 }

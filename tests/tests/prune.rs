@@ -181,3 +181,37 @@ async fn serve_retain_prunes_and_answers_410_for_what_it_pruned() {
         (404, Some("session_not_found"))
     );
 }
+
+/// `reel serve --retain 2s` prunes every 2 s: a session this server has loaded is never
+/// pruned, however old its last write, while one nobody holds is (410 afterwards).
+#[tokio::test]
+async fn serve_retain_never_prunes_a_session_it_has_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let served = Served::start(
+        &reel_tests::served::echo_command(),
+        &db,
+        &["--retain", "2s"],
+        &[],
+    );
+    let (status, body) = served.post("/v1/sessions", r#"{"id":"kept"}"#).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = served
+        .post(
+            "/v1/sessions/kept/requests",
+            r#"{"requestId":"r1","submit":{"prompt":"hello"}}"#,
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    record(&["--timeline-db", db.to_str().unwrap()], "gone");
+    // Both are older than 2 s after this; the server prunes every 2 s.
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    let (status, body) = served.get("/v1/sessions/gone").await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (410, Some("session_pruned"))
+    );
+    let (status, body) = served.get("/v1/sessions/kept").await;
+    assert_eq!(status, 200, "a loaded session is kept: {body}");
+    assert!(body["session"]["events"].as_u64().unwrap() > 1, "{body}");
+}

@@ -15,7 +15,7 @@ use reel_engine::{
     error_chain,
 };
 use reel_server::{ExportFormat, SessionConfig, SessionSource, SourceError};
-use reel_storage::{Access, Location, Retention, TimelineStore, open_timeline};
+use reel_storage::{Access, Location, TimelineStore, open_timeline};
 
 use super::{
     commands::{self, Commands},
@@ -336,12 +336,13 @@ impl SessionSource for CommandSessions {
         self.store().await?.node_writing(id).await.map_err(failed)
     }
 
-    async fn prune(&self, age: std::time::Duration) -> Result<Vec<String>, SourceError> {
+    async fn prune_session(&self, id: &str) -> Result<(), SourceError> {
         let mut store = self.beside(Connection::Writing).await?;
-        let pruned = reel_storage::prune(&mut store, Retention::OlderThan(age), false)
-            .await
-            .map_err(failed)?;
-        Ok(pruned.removed.into_iter().map(|s| s.session_id).collect())
+        store.lease(id).await.map_err(failed)?;
+        let pruned = store.prune(id).await;
+        let released = store.release(id).await;
+        pruned.map_err(failed)?;
+        released.map_err(failed)
     }
 }
 

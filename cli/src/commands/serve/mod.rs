@@ -95,7 +95,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
     pub idle_timeout: Duration,
     /// Remove the stored sessions not written for this long (e.g. 90d), at start and then once
-    /// an hour, as `reel prune --older-than` does; a request for one is then answered 410.
+    /// an hour (or every DURATION when shorter), as `reel prune --older-than` does, never one
+    /// a process holds or this server has loaded; a request for one is then answered 410.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub retain: Option<Duration>,
 }
