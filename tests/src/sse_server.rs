@@ -143,6 +143,25 @@ pub fn delta_event(delta: serde_json::Value, finish_reason: Option<&str>) -> Vec
     format!("data: {chunk}\n\n").into_bytes()
 }
 
+/// A chunk streaming a piece of tool call `index`: its id and name come with its first piece,
+/// then its arguments arrive in pieces.
+pub fn tool_call_delta(
+    index: u32,
+    id: Option<&str>,
+    name: Option<&str>,
+    arguments: &str,
+) -> Vec<u8> {
+    let mut function = serde_json::json!({"arguments": arguments});
+    if let Some(name) = name {
+        function["name"] = serde_json::json!(name);
+    }
+    let mut call = serde_json::json!({"index": index, "type": "function", "function": function});
+    if let Some(id) = id {
+        call["id"] = serde_json::json!(id);
+    }
+    delta_event(serde_json::json!({"tool_calls": [call]}), None)
+}
+
 /// The usage chunk sent with `stream_options.include_usage`.
 pub fn usage_event(prompt: u32, completion: u32) -> Vec<u8> {
     let chunk = serde_json::json!({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}});

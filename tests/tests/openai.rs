@@ -8,7 +8,7 @@ use std::{process::Stdio, time::Duration};
 use reel_proto::{Any, rpc::rpc_line::Frame};
 use reel_tests::{
     FrameLine, assert_stream_shape, parse_frames, reel,
-    sse_server::{Reply, SseServer, delta_event, done_event, quick, usage_event},
+    sse_server::{Reply, SseServer, delta_event, done_event, quick, tool_call_delta, usage_event},
     ui_names, write_file,
 };
 use serde_json::json;
@@ -131,24 +131,13 @@ fn text_reasoning_usage_and_a_character_split_across_pieces() {
 
 #[test]
 fn several_tool_calls_stream_their_arguments_in_pieces() {
-    let call = |index: u32, id: Option<&str>, name: Option<&str>, arguments: &str| {
-        let mut function = json!({"arguments": arguments});
-        if let Some(name) = name {
-            function["name"] = json!(name);
-        }
-        let mut call = json!({"index": index, "type": "function", "function": function});
-        if let Some(id) = id {
-            call["id"] = json!(id);
-        }
-        delta_event(json!({"tool_calls": [call]}), None)
-    };
     let server = SseServer::start(vec![
         quick(vec![
-            call(0, Some("call_a"), Some("get_weather"), ""),
-            call(0, None, None, "{\"city\":"),
-            call(1, Some("call_b"), Some("get_time"), "{\"zone\""),
-            call(0, None, None, "\"Oslo\"}"),
-            call(1, None, None, ":\"UTC\"}"),
+            tool_call_delta(0, Some("call_a"), Some("get_weather"), ""),
+            tool_call_delta(0, None, None, "{\"city\":"),
+            tool_call_delta(1, Some("call_b"), Some("get_time"), "{\"zone\""),
+            tool_call_delta(0, None, None, "\"Oslo\"}"),
+            tool_call_delta(1, None, None, ":\"UTC\"}"),
             delta_event(json!({}), Some("tool_calls")),
             done_event(),
         ]),

@@ -14,20 +14,12 @@ use serde_json::Value;
 /// times.
 #[test]
 fn a_session_recorded_against_a_model_server_reruns_without_it() {
-    use reel_tests::sse_server::{Reply, SseServer, delta_event, done_event, quick, usage_event};
+    use reel_tests::sse_server::{
+        Reply, SseServer, delta_event, done_event, quick, tool_call_delta, usage_event,
+    };
     use serde_json::json;
 
-    let call = |id: Option<&str>, name: Option<&str>, arguments: &str| {
-        let mut function = json!({"arguments": arguments});
-        if let Some(name) = name {
-            function["name"] = json!(name);
-        }
-        let mut call = json!({"index": 0, "type": "function", "function": function});
-        if let Some(id) = id {
-            call["id"] = json!(id);
-        }
-        delta_event(json!({"tool_calls": [call]}), None)
-    };
+    let call = |id, name, arguments| tool_call_delta(0, id, name, arguments);
     let server = SseServer::start(vec![
         Reply::Status {
             status: 429,

@@ -7,7 +7,9 @@
 
 use reel_tests::{
     FrameLine, assert_stream_shape, parse_frames, reel,
-    sse_server::{SseServer, anthropic_event, delta_event, done_event, quick, usage_event},
+    sse_server::{
+        SseServer, anthropic_event, delta_event, done_event, quick, tool_call_delta, usage_event,
+    },
     ui_names,
 };
 use serde_json::{Value, json};
@@ -123,17 +125,7 @@ fn assert_two_iteration_loop(frames: &[FrameLine], tool_call_id: &str) {
 
 #[test]
 fn openai_runs_a_two_iteration_tool_loop_with_a_command_tool() {
-    let tool_delta = |id: Option<&str>, name: Option<&str>, arguments: &str| {
-        let mut function = json!({"arguments": arguments});
-        if let Some(name) = name {
-            function["name"] = json!(name);
-        }
-        let mut call = json!({"index": 0, "type": "function", "function": function});
-        if let Some(id) = id {
-            call["id"] = json!(id);
-        }
-        delta_event(json!({"tool_calls": [call]}), None)
-    };
+    let tool_delta = |id, name, arguments| tool_call_delta(0, id, name, arguments);
     let server = SseServer::start(vec![
         quick(vec![
             tool_delta(Some("call_w1"), Some("get_weather"), ""),
