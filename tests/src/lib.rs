@@ -181,6 +181,16 @@ pub fn run(args: &[&str]) -> Output {
     reel(args).output().expect("reel runs")
 }
 
+/// Runs `reel` to completion: its exit status, stdout and stderr as text.
+pub fn run_text(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = run(args);
+    (
+        output.status.code(),
+        String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 /// Writes `text` to `dir/name` and returns the path as a string.
 pub fn write_file(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);

@@ -25,14 +25,26 @@ pub fn command(dir: &Path, name: &str, system: &str, answer: &str, more: &str) -
     )
 }
 
-/// Runs `reel ARGS`: its exit status, stdout and stderr.
-pub fn reel(args: &[&str]) -> (Option<i32>, String, String) {
-    let output = crate::run(args);
-    (
-        output.status.code(),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+pub use crate::run_text as reel;
+
+/// Runs command `cmd` as session `session` of the SQLite database `db` once per exit status
+/// in `exits` (the first run makes the session, the others resume it), each ending so.
+pub fn run_turns(cmd: &str, session: &str, db: &str, exits: &[i32]) {
+    for (at, expected) in exits.iter().enumerate() {
+        let mut args = vec![
+            "run-command",
+            cmd,
+            "--session-id",
+            session,
+            "--timeline-db",
+            db,
+        ];
+        if at > 0 {
+            args.push("--resume");
+        }
+        let (status, _, stderr) = reel(&args);
+        assert_eq!(status, Some(*expected), "{stderr}");
+    }
 }
 
 /// `reel rerun SESSION --command CMD` on the database `db`.

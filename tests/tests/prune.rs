@@ -7,15 +7,7 @@ use std::time::Duration;
 
 use reel_tests::{RpcClient, served::Served};
 
-/// `reel ARGS`: exit status and stdout, stderr.
-fn reel(args: &[&str]) -> (Option<i32>, String, String) {
-    let output = reel_tests::run(args);
-    (
-        output.status.code(),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use reel_tests::run_text as reel;
 
 /// Stores session `id` (one echoed prompt) in the database `store` names.
 fn record(store: &[&str], id: &str) {

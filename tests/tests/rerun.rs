@@ -5,7 +5,7 @@
 //! request. A re-run that goes the same way is a session `reel diff` finds equal.
 
 use reel_tests::{
-    rerun_checks::{command, differences_listed, kinds, reel},
+    rerun_checks::{command, differences_listed, kinds, reel, run_turns},
     write_file,
 };
 use serde_json::Value;
@@ -173,21 +173,7 @@ fn a_live_rerun_runs_to_the_end_and_reports_every_difference() {
     let db = dir.path().join("t.db");
     let db = db.to_str().unwrap();
     let original = command(dir.path(), "a.yaml", "Be brief.", "noted", "");
-    for resume in [false, true] {
-        let mut args = vec![
-            "run-command",
-            &original,
-            "--session-id",
-            "orig",
-            "--timeline-db",
-            db,
-        ];
-        if resume {
-            args.push("--resume");
-        }
-        let (status, _, stderr) = reel(&args);
-        assert_eq!(status, Some(0), "{stderr}");
-    }
+    run_turns(&original, "orig", db, &[0, 0]);
     // Another model: it answers every call in other words.
     let other = tempfile::tempdir().unwrap();
     let live = write_file(
@@ -245,21 +231,7 @@ fn a_session_with_a_compaction_reruns_the_same() {
             "name: t\ndescription: t\nprompt: {words}\ncontext: {{window_tokens: 400, compact_at: 0.5, keep_recent_turns: 1}}\n"
         ),
     );
-    for resume in [false, true, true, true] {
-        let mut args = vec![
-            "run-command",
-            &cmd,
-            "--session-id",
-            "long",
-            "--timeline-db",
-            db,
-        ];
-        if resume {
-            args.push("--resume");
-        }
-        let (status, _, stderr) = reel(&args);
-        assert_eq!(status, Some(0), "{stderr}");
-    }
+    run_turns(&cmd, "long", db, &[0, 0, 0, 0]);
     let compacted = reel_tests::TimelineDb::open(std::path::Path::new(db))
         .events("long")
         .iter()

@@ -3,7 +3,7 @@
 //! captured by a reel from before request fingerprints still re-runs.
 
 use reel_tests::{
-    rerun_checks::{differences_listed, kinds, reel, rerun_of, runs_of},
+    rerun_checks::{differences_listed, kinds, reel, rerun_of, run_turns, runs_of},
     write_file,
 };
 use serde_json::Value;
@@ -57,21 +57,7 @@ fn a_session_recorded_against_a_model_server_reruns_without_it() {
         ),
     );
     let db_arg = db.to_str().unwrap();
-    for (resume, expected) in [(false, 0), (true, 1)] {
-        let mut args = vec![
-            "run-command",
-            &cmd,
-            "--session-id",
-            "rec",
-            "--timeline-db",
-            db_arg,
-        ];
-        if resume {
-            args.push("--resume");
-        }
-        let (status, _, stderr) = reel(&args);
-        assert_eq!(status, Some(expected), "{stderr}");
-    }
+    run_turns(&cmd, "rec", db_arg, &[0, 1]);
     assert_eq!(server.received().len(), 4);
     let address = server.base_url();
     let address = address

@@ -7,15 +7,7 @@
 use reel_tests::repo_root;
 use serde_json::Value;
 
-/// `reel ARGS`: exit status and stdout, stderr.
-fn reel(args: &[&str]) -> (Option<i32>, String, String) {
-    let output = reel_tests::run(args);
-    (
-        output.status.code(),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use reel_tests::run_text as reel;
 
 /// `reel search QUERY FLAGS --json` on `store`: the hits.
 fn search(store: &[&str], query: &str, flags: &[&str]) -> Vec<Value> {
