@@ -65,10 +65,7 @@ pub use provider::{
 pub use run::{
     ActiveRun, CompactRequest, RunEvent, RunFailure, RunOutcome, RunRequest, panic_message,
 };
-pub use search::{
-    CLOSE as SNIPPET_CLOSE, OPEN as SNIPPET_OPEN, SearchHit, SearchQuery, SnippetPart,
-    snippet_parts,
-};
+pub use search::{SearchHit, SearchQuery, SnippetPart, snippet_parts};
 pub use session::Session;
 pub use sink::{Acks, Durability, MemorySink, Reads, Sink, SinkError};
 pub use store::{

@@ -50,9 +50,10 @@ pub struct SnippetPart {
     pub matched: bool,
 }
 
-/// Where a store marks a match in a snippet: [`OPEN`], the matched text, [`CLOSE`].
-pub const OPEN: char = '\u{2}';
-pub const CLOSE: char = '\u{3}';
+/// Where a store marks a match in a snippet (SQL's `char(2)` and `char(3)`): [`OPEN`], the
+/// matched text, [`CLOSE`].
+const OPEN: char = '\u{2}';
+const CLOSE: char = '\u{3}';
 
 /// A snippet marked by the database (`OPEN`match`CLOSE`), in pieces.
 pub fn snippet_parts(marked: &str) -> Vec<SnippetPart> {

@@ -11,6 +11,8 @@ use sqlx::Row;
 
 use crate::{PostgresStore, SqliteStore, rows::to_i64};
 
+// Both queries mark a snippet's matches with char(2) and char(3), the markers
+// `reel_engine::snippet_parts` takes apart.
 const SQLITE_SEARCH: &str = "SELECT d.doc, d.session_id, d.entity_id, d.role, d.tool_name, d.status, d.ordinal, \
      coalesce(e.created_at, 0), snippet(search_fts, 0, char(2), char(3), '…', 16) \
      FROM search_fts JOIN search_docs d ON d.doc = search_fts.rowid \
