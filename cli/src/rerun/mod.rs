@@ -94,17 +94,12 @@ pub async fn rerun(
         let compacting =
             compaction::compact_between(session, prepared, plan.model, &between, cancel);
         if let Some(request) = compacting.await {
+            let at = session.log().last_ordinal();
+            let part = format!("{} of the compaction before it", request.part.as_str());
+            let divergence = Divergence::of_request(report.turns, request, (at, at));
             report.divergences.push(Divergence {
-                turn: report.turns,
-                kind: "request".into(),
-                part: Some(format!(
-                    "{} of the compaction before it",
-                    request.part.as_str()
-                )),
-                original: (request.ordinal, request.ordinal),
-                rerun: (session.log().last_ordinal(), session.log().last_ordinal()),
-                recorded: request.recorded,
-                now: request.now,
+                part: Some(part),
+                ..divergence
             });
             break;
         }
@@ -352,15 +347,7 @@ impl Compared<'_> {
             return Some(self.divergence(first, Some(places)));
         }
         if let Some(request) = recorded.divergence() {
-            return Some(Divergence {
-                turn: self.turn,
-                kind: "request".into(),
-                part: Some(request.part.as_str().to_owned()),
-                original: (request.ordinal, request.ordinal),
-                rerun: self.rerun_span,
-                recorded: request.recorded,
-                now: request.now,
-            });
+            return Some(Divergence::of_request(self.turn, request, self.rerun_span));
         }
         if input.is_some() {
             return input;

@@ -1,6 +1,7 @@
 //! What a re-run reports: equal, or where it went another way than the recording, as text for
 //! a person or one JSON document for programs.
 
+use reel_providers::RequestDivergence;
 use serde::Serialize;
 
 use crate::{run_args::ReportFormat, stored::compare::Difference};
@@ -41,6 +42,19 @@ pub struct Divergence {
 }
 
 impl Divergence {
+    /// A model request that differs from the recorded call's (at that call's start).
+    pub fn of_request(turn: usize, request: RequestDivergence, rerun: (u64, u64)) -> Self {
+        Self {
+            turn,
+            kind: "request".into(),
+            part: Some(request.part.as_str().to_owned()),
+            original: (request.ordinal, request.ordinal),
+            rerun,
+            recorded: request.recorded,
+            now: request.now,
+        }
+    }
+
     /// A difference the two turns' comparison found.
     pub fn from_difference(
         turn: usize,
