@@ -26,6 +26,7 @@ mod log_pages;
 mod output;
 mod projection;
 mod provider;
+mod retention;
 mod run;
 mod search;
 mod session;
@@ -62,6 +63,7 @@ pub use provider::{
     ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream,
     TokenLimitField,
 };
+pub use retention::Retention;
 pub use run::{
     ActiveRun, CompactRequest, RunEvent, RunFailure, RunOutcome, RunRequest, panic_message,
 };

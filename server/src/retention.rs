@@ -6,6 +6,8 @@
 
 use std::{sync::Arc, time::Duration};
 
+use reel_engine::Retention;
+
 use crate::host::Host;
 
 /// How often the store is pruned at most.
@@ -34,12 +36,9 @@ async fn prune_once(host: &Host, age: Duration) -> Result<usize, crate::SourceEr
         Ok(sessions) => sessions,
         Err(error) => return Err(crate::SourceError::Failed(error.to_string())),
     };
-    let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
-    let cutoff = i64::try_from(reel_engine::now_ms())
-        .unwrap_or(i64::MAX)
-        .saturating_sub(age);
     let mut removed = 0;
-    for session in sessions.iter().filter(|s| s.updated_at_ms < cutoff) {
+    let expired = Retention::OlderThan(age).expired(&sessions, reel_engine::now_ms());
+    for session in expired {
         if host.prune_unless_loaded(&session.session_id).await? {
             removed += 1;
         }

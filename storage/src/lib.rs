@@ -27,6 +27,6 @@ mod turns;
 pub use lease::{EXPIRY as LEASE_EXPIRY, HEARTBEAT as LEASE_HEARTBEAT};
 pub use location::{Access, Location, without_password};
 pub use postgres::PostgresStore;
-pub use retention::{Pruned, Retention, prune};
+pub use retention::{Pruned, prune};
 pub use sqlite::SqliteStore;
 pub use timeline_store::{TimelineStore, open_timeline};

@@ -3,41 +3,7 @@
 //! session's lease first, so no writer can start in the middle of it, and records that the
 //! session was pruned, so a reader asking for it later is told it is gone.
 
-use std::time::Duration;
-
-use reel_engine::{LogStore, SessionCatalog, SessionSummary, StoreError, now_ms};
-
-/// Which sessions go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Retention {
-    /// Those not written for this long.
-    OlderThan(Duration),
-    /// All but the N written last.
-    KeepLast(usize),
-}
-
-impl Retention {
-    /// The sessions of `sessions` (newest first, as the catalog lists them) this retention
-    /// removes, at `now_ms`.
-    pub fn expired<'a>(
-        &self,
-        sessions: &'a [SessionSummary],
-        now_ms: u64,
-    ) -> impl Iterator<Item = &'a SessionSummary> {
-        let (keep, cutoff) = match *self {
-            Retention::KeepLast(n) => (n, i64::MAX),
-            Retention::OlderThan(age) => {
-                let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
-                let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
-                (0, now.saturating_sub(age))
-            }
-        };
-        sessions
-            .iter()
-            .skip(keep)
-            .filter(move |session| session.updated_at_ms < cutoff)
-    }
-}
+use reel_engine::{LogStore, Retention, SessionCatalog, SessionSummary, StoreError, now_ms};
 
 /// What a pruning did (or, dry, would do).
 #[derive(Debug, Default)]

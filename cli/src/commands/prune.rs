@@ -4,7 +4,8 @@
 
 use std::{io::Write, time::Duration};
 
-use reel_storage::{Retention, prune};
+use reel_engine::Retention;
+use reel_storage::prune;
 
 use crate::stored::Database;
 
