@@ -69,6 +69,9 @@ pub enum Action {
     Rm(crate::commands::rm::RmArgs),
     /// Remove whole sessions for their age (never one a process holds); --dry-run lists them.
     Prune(crate::commands::prune::PruneArgs),
+    /// Erase content from a stored session (a range of events, a pattern, an entity or all of
+    /// it) without breaking its log; refused while a process writes it.
+    Redact(crate::commands::redact::RedactArgs),
     /// Find where the stored sessions said something: messages, reasoning, tool calls and
     /// results, newest first.
     Search(crate::commands::search::SearchArgs),
@@ -300,6 +303,7 @@ fn parse_from(args: Vec<OsString>) -> Parsed {
         | Action::Tail(_)
         | Action::Rm(_)
         | Action::Prune(_)
+        | Action::Redact(_)
         | Action::Search(_)
         | Action::Diff(_)
         | Action::Test(_)) => Parsed::Other(Box::new(action)),
@@ -355,6 +359,7 @@ pub async fn run(parsed: Parsed) -> u8 {
         Action::Tail(args) => commands::tail::run(args).await,
         Action::Rm(args) => commands::rm::run(args).await,
         Action::Prune(args) => commands::prune::run(args).await,
+        Action::Redact(args) => commands::redact::run(args).await,
         Action::Search(args) => commands::search::run(args).await,
         Action::RunCommand(_) | Action::Approve(_) | Action::Rerun(_) => {
             unreachable!("parsed as an invocation")

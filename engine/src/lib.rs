@@ -26,6 +26,7 @@ mod log_pages;
 mod output;
 mod projection;
 mod provider;
+mod redaction;
 mod retention;
 mod run;
 mod search;
@@ -63,6 +64,7 @@ pub use provider::{
     ModelRequest, ModelSettings, Provider, ProviderError, ProviderEvent, ProviderStream,
     TokenLimitField,
 };
+pub use redaction::{Eraser, RedactionError, RedactionScope, Survey, TOMBSTONE};
 pub use retention::Retention;
 pub use run::{
     ActiveRun, CompactRequest, RunEvent, RunFailure, RunOutcome, RunRequest, panic_message,
@@ -84,6 +86,6 @@ pub use tools::{
 pub use usage::{Pricing, UsageProjection, add_usage, cached_tokens, input_tokens};
 pub use vocabulary::{
     ApprovalDecision, ApprovalOption, CallPurpose, CompactionReason, DoneStatus, DropReason,
-    ErrorCode, FinishClass, MessageStatus, QueuedPromptKind, QueuedPromptStatus, RunStatus,
-    ToolCallStatus, ToolResultStatus, WarningCode,
+    ErrorCode, FinishClass, MessageStatus, QueuedPromptKind, QueuedPromptStatus,
+    RedactionScopeName, RunStatus, ToolCallStatus, ToolResultStatus, WarningCode,
 };

@@ -162,6 +162,20 @@ vocabulary! {
 }
 
 vocabulary! {
+    /// How a redaction chose what to erase (`ChatContentRedacted.scope`).
+    RedactionScopeName {
+        /// The entities whose content a range of events carried (`--ordinals A..B`).
+        Ordinals = "ordinals",
+        /// One entity (`--entity ID`).
+        Entity = "entity",
+        /// The entities whose content matched a pattern (`--match REGEX`).
+        Match = "match",
+        /// All of the session's content (`--all`).
+        All = "all",
+    }
+}
+
+vocabulary! {
     /// A prompt sent while a run was going.
     QueuedPromptKind {
         /// Delivered into the running run at its next model call.
@@ -310,6 +324,7 @@ mod tests {
             .chain(MessageStatus::ALL.iter().map(|v| v.as_str()))
             .chain(CallPurpose::ALL.iter().map(|v| v.as_str()))
             .chain(CompactionReason::ALL.iter().map(|v| v.as_str()))
+            .chain(RedactionScopeName::ALL.iter().map(|v| v.as_str()))
             .chain(QueuedPromptKind::ALL.iter().map(|v| v.as_str()))
             .chain(QueuedPromptStatus::ALL.iter().map(|v| v.as_str()))
             .chain(DropReason::ALL.iter().map(|v| v.as_str()))

@@ -103,6 +103,11 @@ impl<W: Write + Send + 'static> FollowTextSink<W> {
                 "── context compacted: {} messages summarized, about {} -> {} tokens",
                 c.messages_replaced, c.tokens_before, c.tokens_after
             ))),
+            Any::ChatContentRedacted(r) => self.line(
+                &self
+                    .paint
+                    .dim(&format!("── {}", crate::transcript::redaction_marker(r))),
+            ),
             Any::ChatTextSegmentStarted(s) if s.role == "assistant" => {
                 self.end_line()?;
                 write!(self.out, "{} ", self.paint.bold("Assistant:"))?;

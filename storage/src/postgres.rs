@@ -44,7 +44,7 @@ pub struct PostgresStore {
     /// The reading connection [`Self::reader`] hands out, shared with the stores sharing `conn`.
     readers: SharedReader<PgConnection>,
     /// The DSN without its password, for messages.
-    shown: String,
+    pub(crate) shown: String,
     /// The DSN itself (never shown): a follower's listener connects with it.
     dsn: String,
     /// Hears of commits, once a follower asks ([`SessionCatalog::wait_for_commits`]); one

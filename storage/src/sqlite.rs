@@ -226,11 +226,13 @@ fn connect_options(path: &Path) -> SqliteConnectOptions {
         .busy_timeout(BUSY_TIMEOUT)
 }
 
-/// `options` for a connection that writes: WAL, synced at checkpoints.
+/// `options` for a connection that writes: WAL, synced at checkpoints, and freed space zeroed
+/// (`secure_delete`), so that text `reel redact` erases leaves no stale copy in the file.
 fn writing(options: SqliteConnectOptions) -> SqliteConnectOptions {
     options
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
+        .pragma("secure_delete", "ON")
 }
 
 fn open_error(path: &str, error: sqlx::Error) -> StoreError {

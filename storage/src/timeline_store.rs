@@ -122,6 +122,7 @@ macro_rules! delegate {
         }
     };
 }
+pub(crate) use delegate;
 
 #[async_trait::async_trait]
 impl LogStore for TimelineStore {

@@ -1,7 +1,9 @@
 //! The turns table: the model context after each run. The SQL is the same on SQLite and
 //! PostgreSQL (both take `$N` placeholders), so one implementation serves both stores.
 
-use reel_engine::{StoreError, Turn, TurnStore};
+use std::sync::Arc;
+
+use reel_engine::{ContextMessage, StoreError, Turn, TurnStore};
 use sqlx::Row;
 
 use crate::{
@@ -26,9 +28,52 @@ const LATEST: &str = "SELECT run_id, status, last_ordinal, model_calls, context_
      session_input_tokens, session_output_tokens, session_cached_tokens, session_cost_usd \
      FROM turns WHERE session_id = $1 ORDER BY last_ordinal DESC LIMIT 1";
 
+/// A stored turn's context, rewritten (`reel redact`), found by the run's last ordinal.
+pub(crate) const UPDATE_CONTEXT: &str =
+    "UPDATE turns SET context_json = $3 WHERE session_id = $1 AND last_ordinal = $2";
+
+/// The last ordinals of the session's stored turns.
+const TURN_ENDS: &str =
+    "SELECT last_ordinal FROM turns WHERE session_id = $1 ORDER BY last_ordinal";
+
 /// The `TurnStore` of a store with a `conn` and an `error` method, on either backend.
 macro_rules! turn_store {
     ($store:ty) => {
+        impl $store {
+            /// The last ordinals of the session's stored turns.
+            pub async fn turn_ends(&mut self, session_id: &str) -> Result<Vec<u64>, StoreError> {
+                let rows = sqlx::query(TURN_ENDS)
+                    .bind(session_id)
+                    .fetch_all(&mut *self.conn.lock().await)
+                    .await
+                    .map_err(|e| self.error(e))?;
+                Ok(rows.iter().map(|row| row.get::<i64, _>(0) as u64).collect())
+            }
+
+            /// Replaces the contexts of the session's stored turns, by their last ordinals, in
+            /// one transaction (a turn not stored is left out).
+            pub async fn rewrite_turns(
+                &mut self,
+                session_id: &str,
+                turns: &[(u64, Vec<Arc<ContextMessage>>)],
+            ) -> Result<(), StoreError> {
+                let mut conn = self.conn.lock().await;
+                let mut tx = sqlx::Connection::begin(&mut *conn)
+                    .await
+                    .map_err(|e| self.error(e))?;
+                for (last_ordinal, context) in turns {
+                    sqlx::query(UPDATE_CONTEXT)
+                        .bind(session_id)
+                        .bind(to_i64(*last_ordinal))
+                        .bind(context_json(context)?)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| self.error(e))?;
+                }
+                tx.commit().await.map_err(|e| self.error(e))
+            }
+        }
+
         #[async_trait::async_trait]
         impl TurnStore for $store {
             async fn save_turn(&mut self, turn: &Turn) -> Result<(), StoreError> {

@@ -10,7 +10,7 @@ use sqlx::{Connection, PgConnection};
 pub struct PgSchema {
     /// The server's DSN.
     server: String,
-    name: String,
+    pub name: String,
     /// A DSN whose connections work in the schema: reel's tables are made there.
     pub dsn: String,
 }

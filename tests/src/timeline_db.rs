@@ -212,4 +212,38 @@ impl TimelineDb {
             Conn::Postgres(_) => "ok".into(),
         }
     }
+
+    /// PostgreSQL: whether any file of the relations of `schema` (its tables, indexes, and
+    /// their TOAST tables) holds `needle`, read raw through the server (`pg_read_binary_file`,
+    /// as a superuser) after a CHECKPOINT wrote every changed page out.
+    pub fn relation_files_hold(&mut self, schema: &str, needle: &str) -> bool {
+        const FILES: &str = "WITH mine AS (SELECT c.oid, c.reltoastrelid FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1) \
+             SELECT pg_relation_filepath(oid) FROM mine \
+             UNION SELECT pg_relation_filepath(reltoastrelid) FROM mine WHERE reltoastrelid <> 0 \
+             UNION SELECT pg_relation_filepath(i.indexrelid) FROM pg_index i \
+             JOIN mine m ON i.indrelid = m.reltoastrelid";
+        let Conn::Postgres(conn) = &mut self.conn else {
+            panic!("relation files are PostgreSQL's");
+        };
+        self.runtime.block_on(async {
+            sqlx::query("CHECKPOINT").execute(&mut *conn).await.unwrap();
+            let paths: Vec<Option<String>> = sqlx::query_scalar(FILES)
+                .bind(schema)
+                .fetch_all(&mut *conn)
+                .await
+                .unwrap();
+            for path in paths.into_iter().flatten() {
+                let bytes: Vec<u8> = sqlx::query_scalar("SELECT pg_read_binary_file($1)")
+                    .bind(&path)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .unwrap_or_default();
+                if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                    return true;
+                }
+            }
+            false
+        })
+    }
 }

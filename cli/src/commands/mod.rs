@@ -7,6 +7,7 @@ pub mod diff;
 pub mod export;
 pub mod fork;
 pub mod prune;
+pub mod redact;
 pub mod replay;
 pub mod rm;
 pub mod run_command;

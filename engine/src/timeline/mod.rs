@@ -410,6 +410,7 @@ impl TimelineProjection {
             Any::ChatPromptDelivered(d) => self.delivered(d, entry.ordinal, &mut out),
             Any::ChatPromptDropped(d) => self.dropped(d, entry.ordinal, &mut out),
             Any::ChatContextCompacted(c) => self.compacted(c, entry.ordinal, &mut out),
+            Any::ChatContentRedacted(r) => self.redacted(r, entry.ordinal, &mut out),
             // Entities, ui-only payloads and types from newer versions project to nothing.
             _ => {}
         }

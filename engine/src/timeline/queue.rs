@@ -1,5 +1,5 @@
-//! Prompts queued while a run goes (steers and follow-ups) and compaction markers, in the
-//! timeline.
+//! Prompts queued while a run goes (steers and follow-ups), and the markers of compaction and
+//! redaction, in the timeline.
 //!
 //! A queued prompt is an entity of its own (`ChatQueuedPrompt`, status queued, delivered or
 //! dropped), so a snapshot shows the queue. A delivered steer is also a user message, placed
@@ -9,8 +9,8 @@
 use reel_proto::{
     Any,
     chat::{
-        ChatContextCompacted, ChatMessageEntity, ChatPromptDelivered, ChatPromptDropped,
-        ChatPromptQueued, QueuedPromptEntity,
+        ChatContentRedacted, ChatContextCompacted, ChatMessageEntity, ChatPromptDelivered,
+        ChatPromptDropped, ChatPromptQueued, QueuedPromptEntity,
     },
 };
 
@@ -21,6 +21,8 @@ use crate::vocabulary::{MessageStatus, QueuedPromptKind, QueuedPromptStatus};
 const KIND_QUEUED_PROMPT: &str = "ChatQueuedPrompt";
 /// Entity kind of compaction markers.
 const KIND_COMPACTION: &str = "ChatCompaction";
+/// Entity kind of redaction markers.
+const KIND_REDACTION: &str = "ChatRedaction";
 
 /// A prompt waiting in the queue.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -102,6 +104,11 @@ impl TimelineProjection {
             Any::from(c.clone()),
         );
         out.push_owned(Any::from(c.clone()));
+    }
+
+    pub(super) fn redacted(&mut self, r: &ChatContentRedacted, ordinal: u64, out: &mut UiEvents) {
+        self.insert(KIND_REDACTION, &r.message_id, ordinal, Any::from(r.clone()));
+        out.push_owned(Any::from(r.clone()));
     }
 
     fn set_queued_status(

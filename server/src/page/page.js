@@ -249,6 +249,10 @@ function applyEntity(entity) {
   } else if (entity.kind === "ChatToolResult") {
     const item = toolCallOf(payload.toolCallId, ordinal);
     if (item) setResult(item, payload.result, payload.status);
+  } else if (entity.kind === "ChatRedaction") {
+    // `reel redact` erased content: its places read "[redacted]"; this says why.
+    const item = message(entity.id, "redaction", ordinal);
+    setText(item, payload.reason ? `content redacted: ${payload.reason}` : "content redacted");
   }
 }
 

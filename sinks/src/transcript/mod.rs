@@ -192,6 +192,10 @@ impl Transcript {
                 );
                 self.current().blocks.push(Block::Marker(marker));
             }
+            Any::ChatContentRedacted(r) => {
+                let marker = redaction_marker(r);
+                self.current().blocks.push(Block::Marker(marker));
+            }
             Any::ChatProviderCallRetrying(r) => {
                 let reason = format!("retry {} after {} ms: {}", r.attempt, r.delay_ms, r.reason);
                 self.current().blocks.push(Block::Retry(reason));
@@ -379,6 +383,27 @@ pub fn duration_text(ms: u64) -> String {
     } else {
         format!("{:.1} s", ms as f64 / 1000.0)
     }
+}
+
+/// What a redaction marker says: how much was erased and why (never what).
+pub fn redaction_marker(r: &reel_proto::chat::ChatContentRedacted) -> String {
+    use reel_engine::RedactionScopeName;
+    let what = match RedactionScopeName::parse(&r.scope) {
+        Some(RedactionScopeName::All) => "all content".to_owned(),
+        Some(RedactionScopeName::Ordinals) => format!(
+            "the content of {} entities (events {}-{})",
+            r.entity_ids.len(),
+            r.first_ordinal,
+            r.last_ordinal
+        ),
+        _ => format!("the content of {} entities", r.entity_ids.len()),
+    };
+    let reason = if r.reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", crate::printable(&r.reason))
+    };
+    format!("{what} redacted{reason}")
 }
 
 #[cfg(test)]
