@@ -1,5 +1,5 @@
-//! The export and listing benchmark: `reel export` of a stored session to jsonl and to HTML, and
-//! `reel verify` of it, for a session and one ten times longer (wall time, peak memory of the
+//! The export and listing benchmark: `reel export` of a stored session to jsonl, HTML and
+//! Parquet, and `reel verify` of it, for a session and one ten times longer (wall time, peak memory of the
 //! process, output size), and `reel sessions` over a database holding many sessions.
 //!
 //! Each command runs as its own process, as a user runs it, so its peak memory is its own. An
@@ -25,7 +25,8 @@ pub async fn run(events: usize, sessions: usize) -> anyhow::Result<bool> {
         "{:>10} {:>9} {:>10} {:>14} {:>14}",
         "events", "format", "seconds", "peak RSS KiB", "output bytes"
     );
-    let mut peaks = Vec::new();
+    // format -> (peak RSS, events per second) of the shorter session, then of the longer.
+    let mut measured: std::collections::BTreeMap<&str, Vec<(f64, f64)>> = Default::default();
     let mut verify_peaks = Vec::new();
     for deltas in [events / 10, events] {
         let session = format!("export-{}", new_id());
@@ -38,7 +39,7 @@ pub async fn run(events: usize, sessions: usize) -> anyhow::Result<bool> {
             "-"
         );
         verify_peaks.push(peak as f64);
-        for format in ["jsonl", "html"] {
+        for format in ["jsonl", "html", "parquet"] {
             let out = dir.path().join(format!("{session}.{format}"));
             let (seconds, peak) = measure(&[
                 "export",
@@ -55,14 +56,24 @@ pub async fn run(events: usize, sessions: usize) -> anyhow::Result<bool> {
                 "{:>10} {format:>9} {seconds:>10.3} {peak:>14} {bytes:>14}",
                 deltas + 6
             );
-            peaks.push(peak as f64);
+            let rate = (deltas + 6) as f64 / seconds;
+            measured
+                .entry(format)
+                .or_default()
+                .push((peak as f64, rate));
             let _ = std::fs::remove_file(&out);
         }
     }
-    let (jsonl, html) = (peaks[2] / peaks[0], peaks[3] / peaks[1]);
+    let growth = |format: &str| measured[format][1].0 / measured[format][0].0;
+    let (jsonl, html, parquet) = (growth("jsonl"), growth("html"), growth("parquet"));
     let verify = verify_peaks[1] / verify_peaks[0];
     println!(
-        "peak RSS, ten times the events / the shorter session: jsonl {jsonl:.2}, html {html:.2}, verify {verify:.2} (must stay below 3)"
+        "peak RSS, ten times the events / the shorter session: jsonl {jsonl:.2}, html {html:.2}, parquet {parquet:.2}, verify {verify:.2} (must stay below 3)"
+    );
+    let (peak, rate) = measured["parquet"][1];
+    println!(
+        "parquet, the longer session: {rate:.0} events/s (target: 500,000 or more for 1,000,000), peak RSS {:.1} MB (target: under 64 MB)",
+        peak / 1024.0
     );
 
     add_sessions(&location, sessions).await?;
@@ -71,7 +82,7 @@ pub async fn run(events: usize, sessions: usize) -> anyhow::Result<bool> {
         "reel sessions --json over {} sessions (two of them long): {seconds:.3} s, peak RSS {peak} KiB",
         sessions + 2
     );
-    Ok(jsonl < 3.0 && html < 3.0 && verify < 3.0)
+    Ok(jsonl < 3.0 && html < 3.0 && parquet < 3.0 && verify < 3.0)
 }
 
 /// Runs `reel ARGS`; returns its wall time and peak resident set (sampled from /proc).

@@ -349,7 +349,7 @@ mod tests {
     #[test]
     fn the_readme_diagram_is_the_crate_graph() {
         let root = super::repo_root();
-        let diagram = "cli (reel binary, clap) -> sinks         -> providers -> engine -> proto\n                        -> providers     -> engine\n                        -> command-tools -> engine\n                        -> storage       -> engine\n                        -> server        -> engine\n                        -> acp           -> mcp       -> engine\n                        -> mcp           -> engine\n                        -> nats          -> engine\n                        -> otel          -> engine\n                        -> bench         -> sinks, storage, nats\n                        -> allocator";
+        let diagram = "cli (reel binary, clap) -> sinks         -> providers -> engine -> proto\n                        -> providers     -> engine\n                        -> command-tools -> engine\n                        -> parquet       -> engine\n                        -> storage       -> engine\n                        -> server        -> engine\n                        -> acp           -> mcp       -> engine\n                        -> mcp           -> engine\n                        -> nats          -> engine\n                        -> otel          -> engine\n                        -> bench         -> sinks, storage, nats\n                        -> allocator";
         for page in ["README.md", "docs/architecture.md"] {
             let text = std::fs::read_to_string(root.join(page)).unwrap();
             assert!(text.contains(diagram), "{page} shows the crate graph");
@@ -366,6 +366,7 @@ mod tests {
                     "reel-mcp",
                     "reel-nats",
                     "reel-otel",
+                    "reel-parquet",
                     "reel-proto",
                     "reel-providers",
                     "reel-server",
@@ -393,6 +394,7 @@ mod tests {
             ),
             ("sinks", &["reel-engine", "reel-proto", "reel-providers"]),
             ("providers", &["reel-engine", "reel-proto"]),
+            ("parquet", &["reel-engine", "reel-proto"]),
             ("storage", &["reel-engine", "reel-proto"]),
             ("engine", &["reel-proto"]),
             ("proto", &[]),

@@ -32,10 +32,12 @@ pub enum TestPackage {
     Schemathesis,
     /// llama.cpp's server and the SmolLM2 wheel: the local model.
     LocalModel,
+    /// DuckDB, reading the Parquet exports.
+    DuckDb,
 }
 
 impl TestPackage {
-    pub const ALL: [TestPackage; 8] = [
+    pub const ALL: [TestPackage; 9] = [
         TestPackage::McpServer,
         TestPackage::AcpPython,
         TestPackage::AcpNode,
@@ -44,6 +46,7 @@ impl TestPackage {
         TestPackage::Playwright,
         TestPackage::Schemathesis,
         TestPackage::LocalModel,
+        TestPackage::DuckDb,
     ];
 
     /// The Python of its virtualenv (the folder with `node_modules` for [`Self::AcpNode`]),
@@ -90,6 +93,7 @@ impl TestPackage {
                 &venv("schemathesis-venv"),
                 &[&["-r", &requirements("schemathesis")]],
             ),
+            TestPackage::DuckDb => virtualenv::build(&venv("venv-duckdb"), &[&["duckdb==2.0.0"]]),
             // The model's wheel goes without its dependencies (they would start a C++ build).
             TestPackage::LocalModel => virtualenv::build(
                 &venv("local-llm-venv"),
