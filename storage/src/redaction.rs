@@ -70,8 +70,33 @@ pub struct Erased {
 /// matches while the stored log ends where the redaction found it.
 const UPDATE_SESSION: &str = "UPDATE sessions SET last_ordinal = $2, entities_ordinal = $2, \
      updated_at = $3, title = $4 WHERE session_id = $1 AND last_ordinal = $5";
-const UPDATE_EVENT: &str =
-    "UPDATE events SET payload_json = $3 WHERE session_id = $1 AND ordinal = $2";
+/// Rows per multi-row statement (SQLite takes 32,766 parameters; an entity has 7).
+const ROWS_PER_STATEMENT: usize = 200;
+
+/// `rows` events' new payloads, `$1` the session and then (ordinal, payload) pairs; a VALUES
+/// list's columns are `column1`, `column2` on both backends.
+fn update_events(rows: usize) -> String {
+    let values: Vec<String> = (0..rows)
+        .map(|n| format!("(${}, ${})", 2 * n + 2, 2 * n + 3))
+        .collect();
+    format!(
+        "UPDATE events SET payload_json = v.column2 FROM (VALUES {}) AS v \
+         WHERE events.session_id = $1 AND events.ordinal = v.column1",
+        values.join(", ")
+    )
+}
+
+/// `rows` entities, seven values each.
+fn insert_entities(rows: usize) -> String {
+    let values: Vec<String> = (0..rows)
+        .map(|n| {
+            let first = 7 * n + 1;
+            let places: Vec<String> = (first..first + 7).map(|p| format!("${p}")).collect();
+            format!("({})", places.join(", "))
+        })
+        .collect();
+    format!("INSERT INTO {ENTITY_COLUMNS} VALUES {}", values.join(", "))
+}
 const INSERT_EVENT: &str = "INSERT INTO events (session_id, ordinal, name, payload_json, created_at) \
      VALUES ($1, $2, $3, $4, $5)";
 
@@ -99,14 +124,14 @@ macro_rules! write_redaction {
                 appended.ordinal - 1
             )));
         }
-        for entry in &redacted.rewritten {
-            sqlx::query(UPDATE_EVENT)
-                .bind(session_id)
-                .bind(to_i64(entry.ordinal))
-                .bind(event_json(entry)?)
-                .execute(&mut *conn)
-                .await
-                .map_err(db)?;
+        // A few hundred rows a statement: a million statements would each be a round trip.
+        for chunk in redacted.rewritten.chunks(ROWS_PER_STATEMENT) {
+            let sql = update_events(chunk.len());
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(session_id);
+            for entry in chunk {
+                query = query.bind(to_i64(entry.ordinal)).bind(event_json(entry)?);
+            }
+            query.execute(&mut *conn).await.map_err(db)?;
         }
         sqlx::query(INSERT_EVENT)
             .bind(session_id)
@@ -125,20 +150,21 @@ macro_rules! write_redaction {
                 .await
                 .map_err(db)?;
         }
-        let insert_entity = format!("INSERT INTO {ENTITY_COLUMNS} VALUES ($1, $2, $3, $4, $5, $6, $7)");
-        for entity in &redacted.entities {
-            let row = EntityRow::of(entity)?;
-            sqlx::query(sqlx::AssertSqlSafe(insert_entity.as_str()))
-                .bind(session_id)
-                .bind(row.id)
-                .bind(row.kind)
-                .bind(row.created_ordinal)
-                .bind(row.last_event_ordinal)
-                .bind(row.tombstone)
-                .bind(row.payload_json)
-                .execute(&mut *conn)
-                .await
-                .map_err(db)?;
+        for chunk in redacted.entities.chunks(ROWS_PER_STATEMENT) {
+            let sql = insert_entities(chunk.len());
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for entity in chunk {
+                let row = EntityRow::of(entity)?;
+                query = query
+                    .bind(session_id)
+                    .bind(row.id)
+                    .bind(row.kind)
+                    .bind(row.created_ordinal)
+                    .bind(row.last_event_ordinal)
+                    .bind(row.tombstone)
+                    .bind(row.payload_json);
+            }
+            query.execute(&mut *conn).await.map_err(db)?;
         }
         sqlx::query(INSERT_SNAPSHOT)
             .bind(session_id)

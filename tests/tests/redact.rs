@@ -417,3 +417,43 @@ fn sinks_are_told_of_the_redaction() {
         "{frames}"
     );
 }
+
+/// A reply of 450 deltas and a prompt: more rewritten events than one statement takes (200),
+/// on both backends.
+fn many_events_in_one_redaction(backend: &Backend, dir: &Path) {
+    let script = reel_tests::write_file(
+        dir,
+        "long.yaml",
+        "turns:\n  - - repeat: {times: 450, steps: [{text: \"Zanzibar \"}]}\n",
+    );
+    let command = reel_tests::write_file(
+        dir,
+        "long-command.yaml",
+        &format!(
+            "name: long\ndescription: long\nprompt: go to Zanzibar\nprovider:\n  script: {script}\n"
+        ),
+    );
+    ok(backend, &["run-command", &command, "--session-id", "long"]);
+    let out = ok(backend, &["redact", "long", "--match", "Zanzibar"]);
+    // The user message, its run start, and each delta.
+    assert!(out.contains("452 events rewritten"), "{out}");
+    assert!(ok(backend, &["verify", "long"]).contains("OK"));
+    let frames = ok(backend, &["export", "long", "--format", "jsonl"]);
+    assert!(!frames.contains("Zanzibar") && frames.contains("[redacted]"));
+}
+
+#[test]
+fn many_events_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::Sqlite(dir.path().join("t.db"));
+    many_events_in_one_redaction(&backend, dir.path());
+}
+
+#[test]
+fn many_events_on_postgres() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    many_events_in_one_redaction(&Backend::Postgres(schema.dsn.clone()), dir.path());
+}
