@@ -9,7 +9,7 @@ use reel_engine::{Commit, RunStatus, StoreError, approval_tally, run_tally};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
 use crate::{
-    postgres_notices::NOTIFY_CHANNEL,
+    postgres_notices::notify_commit,
     rows::{ENTITY_COLUMNS, ENTITY_UPSERT, EntityRow, db, event_json, now_ms, to_i64},
     sql_store::{
         CREATE_SESSION, INSERT_SNAPSHOT, LAST_ORDINAL, PRUNE_SNAPSHOTS, UPDATE_SESSION,
@@ -30,12 +30,7 @@ pub(crate) async fn write(
     upsert_entities(&mut tx, session_id, commit).await?;
     end_commit(&mut tx, session_id, commit, last).await?;
     // Followers (`reel tail`) hear of the commit when it becomes visible.
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(NOTIFY_CHANNEL)
-        .bind(session_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
+    notify_commit(&mut tx, session_id).await?;
     tx.commit().await.map_err(db)
 }
 

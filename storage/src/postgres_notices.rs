@@ -55,3 +55,18 @@ async fn relay(mut listener: PgListener, sender: broadcast::Sender<Arc<str>>, sh
         }
     }
 }
+
+/// Tells followers of `session_id` that it has new events: sent inside the transaction that
+/// stores them, PostgreSQL delivers it when they become visible.
+pub(crate) async fn notify_commit(
+    conn: &mut sqlx::PgConnection,
+    session_id: &str,
+) -> Result<(), reel_engine::StoreError> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(NOTIFY_CHANNEL)
+        .bind(session_id)
+        .execute(conn)
+        .await
+        .map(drop)
+        .map_err(crate::rows::db)
+}

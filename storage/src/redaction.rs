@@ -21,7 +21,7 @@ use sqlx::{Row, SqliteConnection};
 
 use crate::{
     PostgresStore, SqliteStore, TimelineStore,
-    postgres_notices::NOTIFY_CHANNEL,
+    postgres_notices::notify_commit,
     rows::{ENTITY_COLUMNS, EntityRow, context_json, db, event_json, to_i64},
     sql_store::INSERT_SNAPSHOT,
     timeline_store::delegate,
@@ -275,14 +275,9 @@ impl PostgresStore {
             let mut conn = self.conn.lock().await;
             let mut tx = conn.begin().await.map_err(db)?;
             write_redaction!(&mut *tx, session_id, redacted)?;
-            tx.commit().await.map_err(db)?;
             // A follower (`reel tail`, a server's stream) hears of the new event.
-            sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(NOTIFY_CHANNEL)
-                .bind(session_id)
-                .execute(&mut *conn)
-                .await
-                .map_err(db)?;
+            notify_commit(&mut tx, session_id).await?;
+            tx.commit().await.map_err(db)?;
             if erasure == Erasure::Vacuum {
                 sqlx::query(VACUUMED)
                     .execute(&mut *conn)

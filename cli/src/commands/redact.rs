@@ -6,19 +6,19 @@
 //! `reel_storage::Redacted`). Refused, changing nothing, while another process writes the
 //! session.
 
-use std::{collections::BTreeSet, io::Write, path::PathBuf, sync::Arc};
+use std::{collections::BTreeSet, io::Write, sync::Arc};
 
 use anyhow::Context;
 use reel_engine::{
-    CommittedEvent, ContextMessage, Eraser, Fanout, LogEntry, LogStore, Output, OutputKind,
-    RedactionScope, SessionCatalog, SessionState, Survey, now_ms, session_title,
+    CommittedEvent, ContextMessage, Fanout, LogEntry, LogStore, Output, OutputKind, RedactionScope,
+    SessionCatalog, SessionState, Survey, now_ms, session_title,
 };
 use reel_proto::{Any, rpc::UiEventFrame};
-use reel_storage::{Access, Erasure, Location, Redacted, TimelineStore, open_timeline};
+use reel_storage::{Erasure, Redacted, TimelineStore};
 
 use crate::{
     sink_uri::SinkUri,
-    stored::{Database, each_event},
+    stored::{Database, TurnsDatabase, each_event},
 };
 
 #[derive(clap::Args, Debug)]
@@ -49,12 +49,8 @@ pub struct RedactArgs {
     pub vacuum: bool,
     #[command(flatten)]
     pub database: Database,
-    /// Also rewrite the session's turns in this turns database (SQLite file).
-    #[arg(long, value_name = "PATH", conflicts_with = "turns_dsn")]
-    pub turns_db: Option<PathBuf>,
-    /// The turns database as a DSN.
-    #[arg(long, value_name = "URL")]
-    pub turns_dsn: Option<String>,
+    #[command(flatten)]
+    pub turns: TurnsDatabase,
     /// Tell this sink of the redaction (repeatable; exec:COMMAND, nats://HOST:PORT/STREAM or
     /// a webhook URL, as run-command's --sink): it gets the `ChatContentRedacted` event, so
     /// whatever consumes it can erase its own copies.
@@ -94,14 +90,6 @@ impl RedactArgs {
             }
             (None, None, Some(id)) => RedactionScope::Entity(id.clone()),
             (None, None, None) => RedactionScope::All,
-        })
-    }
-
-    fn turns_location(&self) -> anyhow::Result<Option<Location>> {
-        Ok(match (&self.turns_dsn, &self.turns_db) {
-            (Some(dsn), _) => Some(Location::dsn(dsn)?),
-            (None, Some(path)) => Some(Location::path(path)),
-            (None, None) => None,
         })
     }
 }
@@ -147,10 +135,7 @@ async fn redact(
             "nothing in session {id} is covered; nothing was changed"
         ));
     }
-    let mut turns_db = match args.turns_location()? {
-        Some(location) => Some(open_timeline(&location, Access::ReadWrite).await?),
-        None => None,
-    };
+    let mut turns_db = args.turns.open().await?;
     let mut turn_ends: BTreeSet<u64> = store.turn_ends(id).await?.into_iter().collect();
     if let Some(turns) = &mut turns_db {
         turn_ends.extend(turns.turn_ends(id).await?);
@@ -168,10 +153,10 @@ async fn redact(
     let covered = eraser.covered();
     if rewritten.is_empty() {
         return Ok(format!(
-            "the content {covered} entities of session {id} covers reads \"[redacted]\" already; nothing was changed"
+            "the {covered} entities covered in session {id} read \"[redacted]\" already; nothing was changed"
         ));
     }
-    let (appended, state) = Eraser::finish(eraser, end + 1, now_ms(), &args.reason);
+    let (appended, state) = eraser.finish(end + 1, now_ms(), &args.reason);
     let redacted = Redacted {
         rewritten,
         appended,

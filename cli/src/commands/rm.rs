@@ -3,12 +3,9 @@
 //! session's lease first, so it refuses while a writer holds the session and no writer can
 //! start in the middle of the delete.
 
-use std::path::PathBuf;
-
 use reel_engine::LogStore;
-use reel_storage::{Access, Location, open_timeline};
 
-use crate::stored::Database;
+use crate::stored::{Database, TurnsDatabase};
 
 #[derive(clap::Args, Debug)]
 pub struct RmArgs {
@@ -16,12 +13,8 @@ pub struct RmArgs {
     pub session_id: String,
     #[command(flatten)]
     pub database: Database,
-    /// Also delete the session's turns from this turns database (SQLite file).
-    #[arg(long, value_name = "PATH", conflicts_with = "turns_dsn")]
-    pub turns_db: Option<PathBuf>,
-    /// The turns database as a DSN.
-    #[arg(long, value_name = "URL")]
-    pub turns_dsn: Option<String>,
+    #[command(flatten)]
+    pub turns: TurnsDatabase,
 }
 
 pub async fn run(args: RmArgs) -> anyhow::Result<()> {
@@ -42,13 +35,7 @@ pub async fn run(args: RmArgs) -> anyhow::Result<()> {
     let released = store.release(id).await;
     removed?;
     released?;
-    let turns = match (&args.turns_dsn, &args.turns_db) {
-        (Some(dsn), _) => Some(Location::dsn(dsn)?),
-        (None, Some(path)) => Some(Location::path(path)),
-        (None, None) => None,
-    };
-    if let Some(location) = turns {
-        let mut turns = open_timeline(&location, Access::ReadWrite).await?;
+    if let Some(mut turns) = args.turns.open().await? {
         turns.remove(id).await?;
     }
     tracing::info!("deleted session {id}");

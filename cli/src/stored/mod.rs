@@ -39,6 +39,29 @@ pub struct Database {
     pub timeline_dsn: Option<String>,
 }
 
+/// The turns database a command changes beside the timeline database, if one is named.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TurnsDatabase {
+    /// Also change the session's turns in this turns database (SQLite file).
+    #[arg(long, value_name = "PATH", conflicts_with = "turns_dsn")]
+    pub turns_db: Option<PathBuf>,
+    /// The turns database as a DSN.
+    #[arg(long, value_name = "URL")]
+    pub turns_dsn: Option<String>,
+}
+
+impl TurnsDatabase {
+    /// The turns database opened for writing, if one is named.
+    pub async fn open(&self) -> anyhow::Result<Option<TimelineStore>> {
+        let location = match (&self.turns_dsn, &self.turns_db) {
+            (Some(dsn), _) => Location::dsn(dsn)?,
+            (None, Some(path)) => Location::path(path),
+            (None, None) => return Ok(None),
+        };
+        Ok(Some(open_timeline(&location, Access::ReadWrite).await?))
+    }
+}
+
 impl Database {
     /// Where the database is.
     pub fn location(&self) -> anyhow::Result<Location> {
