@@ -274,3 +274,98 @@ fn priced(row: &mut EventRow, usage: &UsageInfo) {
     row.cache_tokens = Some(reel_engine::cached_tokens(usage));
     row.cost_usd = Some(usage.cost_usd);
 }
+
+#[cfg(test)]
+mod tests {
+    use reel_proto::chat::{
+        ChatProviderCallFinished, ChatProviderCallStarted, ChatRunFinished, ChatRunStarted,
+        ChatTextDelta,
+    };
+
+    use super::*;
+
+    fn entry(ordinal: u64, event: impl Into<Any>) -> LogEntry {
+        LogEntry {
+            ordinal,
+            recorded_at_ms: 1000 + ordinal,
+            event: event.into(),
+        }
+    }
+
+    #[test]
+    fn a_row_knows_its_run_and_model_and_only_a_finished_call_carries_usage() {
+        let run = CorrelationInfo {
+            run_id: "r1".into(),
+            provider_call_id: "p1".into(),
+            ..Default::default()
+        };
+        let usage = UsageInfo {
+            input_tokens: 10,
+            cache_read_input_tokens: 5,
+            output_tokens: 3,
+            cost_usd: 0.25,
+            ..Default::default()
+        };
+        let log = [
+            entry(
+                1,
+                ChatRunStarted {
+                    correlation: Some(run.clone()),
+                    ..Default::default()
+                },
+            ),
+            entry(
+                2,
+                ChatProviderCallStarted {
+                    correlation: Some(run.clone()),
+                    model: "m".into(),
+                    ..Default::default()
+                },
+            ),
+            entry(
+                3,
+                ChatTextDelta {
+                    message_id: "a1".into(),
+                    text: "hi".into(),
+                },
+            ),
+            entry(
+                4,
+                ChatProviderCallFinished {
+                    correlation: Some(run.clone()),
+                    usage: Some(usage),
+                    finish_class: "completed".into(),
+                    ..Default::default()
+                },
+            ),
+            entry(
+                5,
+                ChatRunFinished {
+                    status: "finished".into(),
+                    usage: Some(usage),
+                    ..Default::default()
+                },
+            ),
+            entry(6, ChatTextDelta::default()),
+        ];
+        let mut maker = RowMaker::new("s");
+        let rows: Vec<EventRow> = log.iter().map(|e| maker.row(e)).collect();
+        let delta = &rows[2];
+        assert_eq!(
+            delta.run_id.as_deref(),
+            Some("r1"),
+            "carried from the run start"
+        );
+        assert_eq!(delta.model.as_deref(), Some("m"));
+        assert_eq!((delta.role, delta.text), (Some("assistant"), Some("hi")));
+        let finished = &rows[3];
+        assert_eq!(finished.input_tokens, Some(15), "every kind of input");
+        assert_eq!(finished.cost_usd, Some(0.25));
+        assert_eq!(finished.model.as_deref(), Some("m"));
+        // The run's end repeats its calls' usage: counted once, on the call.
+        assert_eq!(rows[4].cost_usd, None);
+        assert_eq!(rows[4].status, Some("finished"));
+        assert_eq!(rows[5].run_id, None, "after the run ended");
+        assert_eq!((rows[5].session_id.as_ref(), rows[5].time_ms), ("s", 1006));
+    }
+}
