@@ -185,11 +185,12 @@ impl Survey {
         {
             return Err(RedactionError::Waiting(call.message_id.clone()));
         }
-        let mut covered: Vec<String> = self.covered.iter().cloned().collect();
-        covered.sort_by_key(|id| {
-            let created = entities.iter().find(|e| &e.id == id);
-            (created.map_or(u64::MAX, |e| e.created_ordinal), id.clone())
-        });
+        // The covered ids in the order the entities were made (the timeline lists them so).
+        let covered: Vec<String> = entities
+            .iter()
+            .filter(|e| self.covered.contains(&e.id))
+            .map(|e| e.id.clone())
+            .collect();
         let (first, last) = match self.scope {
             RedactionScope::Ordinals { first, last } => (first, last),
             _ => (0, 0),
