@@ -13,7 +13,10 @@ use reel_engine::{
     CommittedEvent, ContextMessage, Fanout, LogEntry, LogStore, Output, OutputKind, RedactionScope,
     SessionCatalog, SessionState, Survey, now_ms, session_title,
 };
-use reel_proto::{Any, rpc::UiEventFrame};
+use reel_proto::{
+    Any,
+    rpc::{SnapshotEntity, UiEventFrame},
+};
 use reel_storage::{Erasure, Redacted, TimelineStore};
 
 use crate::{
@@ -97,16 +100,7 @@ impl RedactArgs {
 pub async fn run(args: RedactArgs) -> anyhow::Result<()> {
     let id = args.session_id.as_str();
     let scope = args.scope()?;
-    let mut store = args.database.open_for_writing().await?;
-    if !store.exists(id).await? {
-        return Err(anyhow::anyhow!(
-            "there is no session {id:?} in {}",
-            args.database.location()?
-        ));
-    }
-    store.lease(id).await.map_err(|e| {
-        anyhow::anyhow!("{e}; stop that process (or wait for it to end) before redacting")
-    })?;
+    let mut store = args.database.lease_existing(id, "redacting").await?;
     let redacted = redact(&args, &mut store, scope).await;
     let released = store.release(id).await;
     let message = redacted?;
@@ -157,12 +151,13 @@ async fn redact(
         ));
     }
     let (appended, state) = eraser.finish(end + 1, now_ms(), &args.reason);
+    let entities = state.timeline.snapshot().entities;
     let redacted = Redacted {
         rewritten,
         appended,
-        entities: state.timeline.snapshot().entities,
+        title: title(&entities),
+        entities,
         snapshot: serde_json::to_string(&state)?,
-        title: title(&state),
         turns,
     };
     // The turns database first: if the timeline's transaction then failed, the log still
@@ -245,11 +240,8 @@ fn context_of(state: &SessionState) -> Vec<Arc<ContextMessage>> {
 }
 
 /// The session's title as it reads now: its first user message's.
-fn title(state: &SessionState) -> String {
-    state
-        .timeline
-        .snapshot()
-        .entities
+fn title(entities: &[SnapshotEntity]) -> String {
+    entities
         .iter()
         .find_map(|entity| match &entity.payload {
             Some(Any::ChatMessageEntity(m)) if m.role == "user" => Some(session_title(&m.text)),

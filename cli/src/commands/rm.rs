@@ -19,18 +19,10 @@ pub struct RmArgs {
 
 pub async fn run(args: RmArgs) -> anyhow::Result<()> {
     let id = args.session_id.as_str();
-    let mut store = args.database.open_for_writing().await?;
-    if !store.exists(id).await? {
-        return Err(anyhow::anyhow!(
-            "there is no session {id:?} in {}",
-            args.database.location()?
-        ));
-    }
-    store.lease(id).await.map_err(|e| {
-        anyhow::anyhow!(
-            "{e}; stop that process (or wait for it to end) before deleting the session"
-        )
-    })?;
+    let mut store = args
+        .database
+        .lease_existing(id, "deleting the session")
+        .await?;
     let removed = store.remove(id).await;
     let released = store.release(id).await;
     removed?;

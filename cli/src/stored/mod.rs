@@ -20,7 +20,8 @@ use indicatif::ProgressBar;
 use std::path::PathBuf;
 
 use reel_engine::{
-    Fanout, LogEntry, LogPages, SessionCatalog, SessionSummary, Sink, StoreError, send_stored,
+    Fanout, LogEntry, LogPages, LogStore, SessionCatalog, SessionSummary, Sink, StoreError,
+    send_stored,
 };
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
 
@@ -90,6 +91,23 @@ impl Database {
             ));
         }
         Ok(open_timeline(&location, Access::ReadWrite).await?)
+    }
+
+    /// Opens an existing database for writing and takes the lease of its session `id`, so no
+    /// writer is in the middle of what the command does to it (`doing`, said when another
+    /// process holds it). Release the lease when done.
+    pub async fn lease_existing(&self, id: &str, doing: &str) -> anyhow::Result<TimelineStore> {
+        let mut store = self.open_for_writing().await?;
+        if !store.exists(id).await? {
+            return Err(anyhow::anyhow!(
+                "there is no session {id:?} in {}",
+                self.location()?
+            ));
+        }
+        store.lease(id).await.map_err(|e| {
+            anyhow::anyhow!("{e}; stop that process (or wait for it to end) before {doing}")
+        })?;
+        Ok(store)
     }
 
     /// Opens the database for reading: it is never created, migrated or changed.
