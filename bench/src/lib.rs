@@ -16,6 +16,7 @@ mod jetstream;
 mod provider;
 mod reply_memory;
 mod search;
+mod search_write_cost;
 mod serve;
 mod start;
 mod stdin_rpc;
@@ -213,7 +214,6 @@ pub async fn run(args: BenchArgs) -> u8 {
         .max(searched)
 }
 
-/// Runs one prompt ("bench") to its end: no request id, no system prompt, nothing cancels it.
 /// Runs a part of the benchmark that drives a child process: 0 when it held its bounds, else 1
 /// with what went wrong on stderr.
 async fn blocking_part(
@@ -234,6 +234,7 @@ async fn blocking_part(
     }
 }
 
+/// Runs one prompt ("bench") to its end: no request id, no system prompt, nothing cancels it.
 async fn run_prompt(
     session: &mut reel_engine::Session,
     provider: &dyn reel_engine::Provider,

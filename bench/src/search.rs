@@ -1,10 +1,8 @@
 //! Full-text search (`--search-messages N`): N stored messages (sessions of 1,000, words drawn
 //! from a vocabulary of 5,000 with a few common ones), then 200 queries of one or two words,
 //! newest 20 hits each, through the store as `reel search` and `GET /v1/search` ask it:
-//! p50 and p99 (target: p99 under 50 ms at 1,000,000 messages). And what the index costs the
-//! durable event rate: a tenth of the messages streamed as replies are (a delta per word, then
-//! the message) with the index's triggers and without them (target: at most 20% fewer events
-//! per second). SQLite, and PostgreSQL with `--postgres`.
+//! p50 and p99 (target: p99 under 50 ms at 1,000,000 messages). Then what the index costs
+//! writes ([`crate::search_write_cost`]). SQLite, and PostgreSQL with `--postgres`.
 
 use std::{sync::Arc, time::Instant};
 
@@ -17,10 +15,10 @@ use reel_proto::{
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
 use sqlx::Connection;
 
-use crate::durable::Schema;
+use crate::{durable::Schema, search_write_cost};
 
 /// Messages per session (and per commit).
-const PER_SESSION: usize = 1_000;
+pub(crate) const PER_SESSION: usize = 1_000;
 /// Queries timed.
 const QUERIES: usize = 200;
 
@@ -51,27 +49,9 @@ async fn bench_backend(name: &str, places: &[Location; 3], messages: usize) -> a
     println!("reel bench: full-text search over {messages} stored messages ({name})");
     let mut store = open_timeline(&places[0], Access::ReadWrite).await?;
     let started = Instant::now();
-    store_messages(&mut store, messages, false).await?;
+    store_messages(&mut store, "s", messages, false).await?;
     let rate = messages as f64 / started.elapsed().as_secs_f64();
     println!("stored with the index: {rate:.0} messages/s");
-
-    // The write cost: a tenth of the messages, each streamed as a reply is (a text delta per
-    // word, then the message), with the index and without its triggers.
-    let sample = (messages / 10).max(PER_SESSION);
-    let mut indexed = open_timeline(&places[1], Access::ReadWrite).await?;
-    let mut bare = open_timeline(&places[2], Access::ReadWrite).await?;
-    drop_index(&places[2]).await?;
-    let mut rates = [0.0, 0.0];
-    for (at, store) in [&mut indexed, &mut bare].into_iter().enumerate() {
-        let started = Instant::now();
-        let events = store_messages(store, sample, true).await?;
-        rates[at] = events as f64 / started.elapsed().as_secs_f64();
-    }
-    let [with, without] = rates;
-    println!(
-        "{sample} streamed messages: {with:.0} events/s stored with the index, {without:.0} without: the index costs {:.0}% of the durable event rate (target at most 20%)",
-        (1.0 - with / without).max(0.0) * 100.0
-    );
 
     let mut times = Vec::with_capacity(QUERIES);
     let mut found = 0;
@@ -97,11 +77,11 @@ async fn bench_backend(name: &str, places: &[Location; 3], messages: usize) -> a
         at(0.5),
         at(0.99)
     );
-    Ok(())
+    search_write_cost::measure(name, &places[1], &places[2], messages).await
 }
 
 /// Drops the search index's triggers in the database at `location`.
-async fn drop_index(location: &Location) -> anyhow::Result<()> {
+pub(crate) async fn drop_index(location: &Location) -> anyhow::Result<()> {
     match location {
         Location::Sqlite(path) => {
             let url = format!("sqlite://{}", path.display());
@@ -126,17 +106,19 @@ async fn drop_index(location: &Location) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Stores `messages` messages, `PER_SESSION` a session, each with its event and entity; with
-/// `streamed`, a text delta per word before each (as a reply arrives). The events stored.
-async fn store_messages(
+/// Stores `messages` messages, `PER_SESSION` a session (named `prefix` and a number), each
+/// with its event and entity; with `streamed`, a text delta per word before each (as a reply
+/// arrives). The events stored.
+pub(crate) async fn store_messages(
     store: &mut TimelineStore,
+    prefix: &str,
     messages: usize,
     streamed: bool,
 ) -> anyhow::Result<usize> {
     let mut stored = 0;
     let sessions = messages.div_ceil(PER_SESSION);
     for session in 0..sessions {
-        let id = format!("s{session}");
+        let id = format!("{prefix}{session}");
         store.lease(&id).await?;
         let count = PER_SESSION.min(messages - session * PER_SESSION);
         let mut commit = Commit::default();
@@ -206,7 +188,7 @@ fn sentence(n: usize) -> String {
 }
 
 /// Word `n` of a vocabulary of 5,000 made-up words.
-fn word(n: usize) -> &'static str {
+pub(crate) fn word(n: usize) -> &'static str {
     static WORDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     let words = WORDS.get_or_init(|| {
         const SYLLABLES: [&str; 20] = [

@@ -1,0 +1,128 @@
+//! What the search index costs writes: the same work stored into a timeline database with the
+//! index and into one without its triggers on `entities`, two rounds each (best of two, so a
+//! checkpoint or a neighbour's burst does not decide it).
+//!
+//! * The durable event rate (target: at most 20% fewer events per second): a conversation
+//!   through the session into the database, a prompt and a scripted reply of [`REPLY_WORDS`]
+//!   text deltas a turn, the run's done waiting for the commit as `run-command --session-id`
+//!   does. Replies this short are a harsh case: most model replies are longer, and each reply
+//!   adds one document however many deltas it took.
+//! * The worst case, reported beside it: 1,000-message commits of 10 to 30 words a message,
+//!   each streamed as a delta per word, so a document every 21 events on average.
+
+use std::{sync::Arc, time::Instant};
+
+use reel_engine::{DoneStatus, Fanout, LogStore, Session, SessionState};
+use reel_providers::{Script, ScriptedProvider, Step};
+use reel_sinks::TimelineDbSink;
+use reel_storage::{Access, Location, TimelineStore, open_timeline};
+
+use crate::search::{PER_SESSION, drop_index, store_messages, word};
+
+/// Words in each scripted reply of the conversation, one text delta each.
+const REPLY_WORDS: usize = 100;
+
+/// Measures and prints both costs; `indexed` and `bare` are empty databases of the backend
+/// `name`. `messages` scales the work: a turn per 500 messages (50 to 2,000 turns), and a
+/// tenth of them for the worst case.
+pub async fn measure(
+    name: &str,
+    indexed: &Location,
+    bare: &Location,
+    messages: usize,
+) -> anyhow::Result<()> {
+    // Opening makes the databases (and their index) before the bare one loses its triggers.
+    let mut stores = [
+        open_timeline(indexed, Access::ReadWrite).await?,
+        open_timeline(bare, Access::ReadWrite).await?,
+    ];
+    drop_index(bare).await?;
+    let turns = (messages / 500).clamp(50, 2_000);
+    let mut rates = [0.0_f64; 2];
+    for round in 0..2 {
+        for (at, location) in [indexed, bare].into_iter().enumerate() {
+            let session = format!("conversation-{round}");
+            rates[at] = rates[at].max(converse(location, &session, turns).await?);
+        }
+    }
+    report(
+        name,
+        &format!(
+            "durable event rate, a conversation of {turns} turns (replies of {REPLY_WORDS} words, a delta each)"
+        ),
+        rates,
+        "target at most 20%",
+    );
+
+    let sample = (messages / 10).max(PER_SESSION);
+    let mut rates = [0.0_f64; 2];
+    for round in 0..2 {
+        for (at, store) in stores.iter_mut().enumerate() {
+            rates[at] = rates[at].max(streamed_messages(store, round, sample).await?);
+        }
+    }
+    report(
+        name,
+        &format!("worst case, {sample} messages of 10 to 30 words, each streamed a delta a word"),
+        rates,
+        "a document every 21 events",
+    );
+    Ok(())
+}
+
+fn report(name: &str, what: &str, [with, without]: [f64; 2], target: &str) {
+    println!(
+        "{what}: {with:.0} events/s stored with the index, {without:.0} without: the index costs {:.0}% ({name}, {target})",
+        (1.0 - with / without).max(0.0) * 100.0
+    );
+}
+
+/// Events per second of `turns` turns of one session stored at `location`.
+async fn converse(location: &Location, session_id: &str, turns: usize) -> anyhow::Result<f64> {
+    let mut store = open_timeline(location, Access::ReadWrite).await?;
+    store.lease(session_id).await?;
+    let mut fanout = Fanout::new();
+    let sink = TimelineDbSink::new(store, session_id, SessionState::default(), 0);
+    fanout.attach(Box::new(sink));
+    let mut session = Session::new(session_id, fanout);
+    let provider = ScriptedProvider::new(Script {
+        turns: (0..turns).map(reply).collect(),
+        summary: None,
+    });
+    let started = Instant::now();
+    for _ in 0..turns {
+        crate::run_prompt(&mut session, &provider).await;
+        session.emit_done(&Arc::from(""), DoneStatus::Ok).await;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let events = session.log().last_ordinal();
+    let failed = session.storage_failed();
+    let failures = session.close().await;
+    if failed || !failures.is_empty() {
+        anyhow::bail!("storing the conversation failed: {failures:?}");
+    }
+    Ok(events as f64 / seconds)
+}
+
+/// Turn `n`'s reply: [`REPLY_WORDS`] words of the vocabulary, a delta each.
+fn reply(n: usize) -> Vec<Step> {
+    (0..REPLY_WORDS)
+        .map(|k| {
+            Step::Text(format!(
+                "{} ",
+                word(n.wrapping_mul(7_919).wrapping_add(k * 977))
+            ))
+        })
+        .collect()
+}
+
+/// Events per second of `messages` streamed messages, in sessions of the round's own.
+async fn streamed_messages(
+    store: &mut TimelineStore,
+    round: usize,
+    messages: usize,
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let events = store_messages(store, &format!("r{round}-"), messages, true).await?;
+    Ok(events as f64 / started.elapsed().as_secs_f64())
+}
