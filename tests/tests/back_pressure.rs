@@ -3,8 +3,10 @@
 //! same reply read at full speed.
 //!
 //! Back-pressure is checked by a ratio within one run: the run cannot finish long before the
-//! slow reader has read most of it (its `durationMs` against the reader's time). A reel that
-//! buffered the reply would finish in milliseconds while the reader needs over a second.
+//! slow reader has read most of it (its `durationMs` against the reader's time from the first
+//! delta to the run's end, so that neither the start-up before the run nor the frames after it
+//! count). A reel that buffered the reply would finish in milliseconds while the reader needs
+//! over a second.
 
 use std::{
     io::{BufRead, BufReader},
@@ -25,7 +27,7 @@ struct Reading {
     patches: usize,
     /// The run's own duration, from its ChatRunFinished event.
     run_ms: u64,
-    /// How long the reader took from the first line to the last.
+    /// How long the reader took from the first delta to the run's end.
     read_ms: u64,
 }
 
@@ -41,16 +43,20 @@ fn read_reply(command: &str, chunk: usize, pause: Duration) -> Reading {
     let mut lines = BufReader::with_capacity(4096, child.stdout.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
     assert!(first.contains("\"hello\""));
-    let started = Instant::now();
     let (mut patches, mut run_ms) = (0, None);
+    let (mut first_patch, mut read_ms) = (None, None);
     'read: loop {
         for _ in 0..chunk {
             let Some(line) = lines.next() else {
                 break 'read;
             };
             let line = line.unwrap();
-            patches += usize::from(line.contains("\"ChatTextPatch\""));
+            if line.contains("\"ChatTextPatch\"") {
+                patches += 1;
+                first_patch.get_or_insert_with(Instant::now);
+            }
             if line.contains("\"ChatRunFinished\"") {
+                read_ms = first_patch.map(|at| at.elapsed().as_millis() as u64);
                 let frame: serde_json::Value = serde_json::from_str(&line).unwrap();
                 run_ms = frame["uiEvent"]["payload"]["durationMs"]
                     .as_str()
@@ -59,14 +65,13 @@ fn read_reply(command: &str, chunk: usize, pause: Duration) -> Reading {
         }
         thread::sleep(pause);
     }
-    let read_ms = started.elapsed().as_millis() as u64;
     assert!(child.wait().unwrap().success());
     let peak = peak.stop();
     Reading {
         peak_rss_kib: peak,
         patches,
         run_ms: run_ms.expect("ChatRunFinished"),
-        read_ms,
+        read_ms: read_ms.expect("a ChatTextPatch before ChatRunFinished"),
     }
 }
 
