@@ -201,6 +201,20 @@ pub(super) async fn store_reply(
     deltas: u64,
 ) -> anyhow::Result<(u64, f64, u64)> {
     let rss_before = super::proc_status_kib("self", "VmRSS");
+    let fanout = timeline_fanout(location, session_id).await?;
+    let mut rss_growth = 0;
+    let (events, seconds) = reply_through(fanout, session_id, deltas, || {
+        rss_growth = super::proc_status_kib("self", "VmRSS").saturating_sub(rss_before);
+    })
+    .await?;
+    Ok((events, seconds, rss_growth))
+}
+
+/// A fanout whose one sink is the timeline database at `location`, `session_id` leased in it.
+pub(super) async fn timeline_fanout(
+    location: &Location,
+    session_id: &str,
+) -> anyhow::Result<Fanout> {
     let mut store = open_timeline(location, Access::ReadWrite).await?;
     store.lease(session_id).await?;
     let mut fanout = Fanout::new();
@@ -210,12 +224,7 @@ pub(super) async fn store_reply(
         SessionState::default(),
         0,
     )));
-    let mut rss_growth = 0;
-    let (events, seconds) = reply_through(fanout, session_id, deltas, || {
-        rss_growth = super::proc_status_kib("self", "VmRSS").saturating_sub(rss_before);
-    })
-    .await?;
-    Ok((events, seconds, rss_growth))
+    Ok(fanout)
 }
 
 /// Streams a scripted reply of `deltas` text deltas into a new session writing to `fanout`,
@@ -227,25 +236,41 @@ pub(super) async fn reply_through(
     deltas: u64,
     measure: impl FnOnce(),
 ) -> anyhow::Result<(u64, f64)> {
-    let mut session = Session::new(session_id, fanout);
     let repeat = Repeat {
         times: deltas,
         steps: vec![Step::Text("tok ".into())],
     };
-    let provider = ScriptedProvider::new(Script {
+    let script = Script {
         turns: vec![vec![Step::Repeat(repeat)]],
         summary: None,
-    });
+    };
+    converse_through(fanout, session_id, script, measure).await
+}
+
+/// Plays each turn of `script` as a prompt of its own into a new session writing to `fanout`,
+/// done waiting for every durable sink after each; returns the events and the seconds from the
+/// first prompt to the last acknowledgement. `measure` runs then, before the session is closed.
+pub(super) async fn converse_through(
+    fanout: Fanout,
+    session_id: &str,
+    script: Script,
+    measure: impl FnOnce(),
+) -> anyhow::Result<(u64, f64)> {
+    let turns = script.turns.len();
+    let mut session = Session::new(session_id, fanout);
+    let provider = ScriptedProvider::new(script);
     let started = Instant::now();
-    super::run_prompt(&mut session, &provider).await;
-    session.emit_done(&Arc::from(""), DoneStatus::Ok).await;
+    for _ in 0..turns {
+        super::run_prompt(&mut session, &provider).await;
+        session.emit_done(&Arc::from(""), DoneStatus::Ok).await;
+    }
     let seconds = started.elapsed().as_secs_f64();
     measure();
     let events = session.log().last_ordinal();
     let failed = session.storage_failed();
     let failures = session.close().await;
     if failed || !failures.is_empty() {
-        return Err(anyhow::anyhow!("storing the reply failed: {failures:?}"));
+        return Err(anyhow::anyhow!("storing the session failed: {failures:?}"));
     }
     Ok((events, seconds))
 }

@@ -10,14 +10,15 @@
 //! * The worst case, reported beside it: 1,000-message commits of 10 to 30 words a message,
 //!   each streamed as a delta per word, so a document every 21 events on average.
 
-use std::{sync::Arc, time::Instant};
+use std::time::Instant;
 
-use reel_engine::{DoneStatus, Fanout, LogStore, Session, SessionState};
-use reel_providers::{Script, ScriptedProvider, Step};
-use reel_sinks::TimelineDbSink;
+use reel_providers::{Script, Step};
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
 
-use crate::search::{PER_SESSION, drop_index, store_messages, word};
+use crate::{
+    durable,
+    search::{PER_SESSION, drop_index, store_messages, word},
+};
 
 /// Words in each scripted reply of the conversation, one text delta each.
 const REPLY_WORDS: usize = 100;
@@ -79,28 +80,12 @@ fn report(name: &str, what: &str, [with, without]: [f64; 2], target: &str) {
 
 /// Events per second of `turns` turns of one session stored at `location`.
 async fn converse(location: &Location, session_id: &str, turns: usize) -> anyhow::Result<f64> {
-    let mut store = open_timeline(location, Access::ReadWrite).await?;
-    store.lease(session_id).await?;
-    let mut fanout = Fanout::new();
-    let sink = TimelineDbSink::new(store, session_id, SessionState::default(), 0);
-    fanout.attach(Box::new(sink));
-    let mut session = Session::new(session_id, fanout);
-    let provider = ScriptedProvider::new(Script {
+    let fanout = durable::timeline_fanout(location, session_id).await?;
+    let script = Script {
         turns: (0..turns).map(reply).collect(),
         summary: None,
-    });
-    let started = Instant::now();
-    for _ in 0..turns {
-        crate::run_prompt(&mut session, &provider).await;
-        session.emit_done(&Arc::from(""), DoneStatus::Ok).await;
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    let events = session.log().last_ordinal();
-    let failed = session.storage_failed();
-    let failures = session.close().await;
-    if failed || !failures.is_empty() {
-        anyhow::bail!("storing the conversation failed: {failures:?}");
-    }
+    };
+    let (events, seconds) = durable::converse_through(fanout, session_id, script, || {}).await?;
     Ok(events as f64 / seconds)
 }
 
