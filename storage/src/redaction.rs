@@ -59,9 +59,9 @@ pub enum Erasure {
 /// What became of the old bytes, beyond the transaction.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Erased {
-    /// SQLite: the WAL was checkpointed and truncated (a reader of an older state holding it
-    /// keeps the old pages there until the next checkpoint).
-    pub wal_truncated: bool,
+    /// SQLite: another connection was reading an older state, so the WAL could not be
+    /// truncated and keeps the old pages until the next checkpoint.
+    pub wal_kept: bool,
     /// The files were rewritten by VACUUM.
     pub vacuumed: bool,
 }
@@ -208,13 +208,15 @@ impl TimelineStore {
     }
 
     /// Replaces the contexts of the session's stored turns in this database used as a turns
-    /// database, in one transaction.
-    pub async fn rewrite_turns(
+    /// database, in one transaction, then erases the old bytes as [`TimelineStore::redact`]
+    /// does.
+    pub async fn redact_turns(
         &mut self,
         session_id: &str,
         turns: &[(u64, Vec<Arc<ContextMessage>>)],
-    ) -> Result<(), StoreError> {
-        delegate!(self, store => store.rewrite_turns(session_id, turns).await)
+        erasure: Erasure,
+    ) -> Result<Erased, StoreError> {
+        delegate!(self, store => store.redact_turns(session_id, turns, erasure).await)
     }
 }
 
@@ -240,6 +242,24 @@ impl SqliteStore {
             })
             .await;
         written?;
+        self.erase_old_bytes(erasure).await
+    }
+
+    /// Replaces the session's stored turns, then takes the old contexts out of the files.
+    async fn redact_turns(
+        &mut self,
+        session_id: &str,
+        turns: &[(u64, Vec<Arc<ContextMessage>>)],
+        erasure: Erasure,
+    ) -> Result<Erased, StoreError> {
+        self.statement("PRAGMA secure_delete = ON").await?;
+        self.rewrite_turns(session_id, turns).await?;
+        self.erase_old_bytes(erasure).await
+    }
+
+    /// After a committed redaction: rewrites the file if asked, then checkpoints the WAL
+    /// into it and truncates the WAL, whose frames still hold the pages as they were.
+    async fn erase_old_bytes(&mut self, erasure: Erasure) -> Result<Erased, StoreError> {
         if erasure == Erasure::Vacuum {
             self.statement("VACUUM").await?;
         }
@@ -249,7 +269,7 @@ impl SqliteStore {
             .map_err(|e| self.error(e))?;
         let busy: i64 = row.get(0);
         Ok(Erased {
-            wal_truncated: busy == 0,
+            wal_kept: busy != 0,
             vacuumed: erasure == Erasure::Vacuum,
         })
     }
@@ -289,7 +309,28 @@ impl PostgresStore {
         .await;
         written.map_err(|e| e.within(&format!("timeline database {}", self.shown)))?;
         Ok(Erased {
-            wal_truncated: false,
+            wal_kept: false,
+            vacuumed: erasure == Erasure::Vacuum,
+        })
+    }
+
+    async fn redact_turns(
+        &mut self,
+        session_id: &str,
+        turns: &[(u64, Vec<Arc<ContextMessage>>)],
+        erasure: Erasure,
+    ) -> Result<Erased, StoreError> {
+        self.rewrite_turns(session_id, turns).await?;
+        if erasure == Erasure::Vacuum {
+            let mut conn = self.conn.lock().await;
+            sqlx::query("VACUUM FULL turns")
+                .execute(&mut *conn)
+                .await
+                .map_err(db)
+                .map_err(|e| e.within(&format!("turns database {}", self.shown)))?;
+        }
+        Ok(Erased {
+            wal_kept: false,
             vacuumed: erasure == Erasure::Vacuum,
         })
     }

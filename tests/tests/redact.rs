@@ -126,7 +126,9 @@ fn refusals_change_nothing(backend: &Backend) {
 }
 
 /// The redaction itself, and every output after it.
-fn erases_everywhere(backend: &Backend, extra: &[&str]) {
+/// Redacts "Paris" from the weather session and checks every output of reel; `just_after` runs
+/// right after `reel redact`, before any other command touches the files.
+fn erases_everywhere(backend: &Backend, extra: &[&str], just_after: impl FnOnce()) {
     let events_before = event_count(backend, "trip");
     let turns = backend.turns_flags();
     let mut args = vec![
@@ -144,6 +146,7 @@ fn erases_everywhere(backend: &Backend, extra: &[&str]) {
         out.starts_with("redacted 4 entities of session trip"),
         "{out}"
     );
+    just_after();
 
     let all = every_output(backend, "trip");
     assert!(!all.contains(SECRET), "{all}");
@@ -262,19 +265,54 @@ fn redact_on_sqlite() {
         .into_iter()
         .chain(sqlite_files(&turns_db))
         .collect();
+    // A writer killed before its connection closed leaves its WAL behind, not checkpointed,
+    // and while another program keeps the file open no closing connection checkpoints it:
+    // the turns database's WAL holds the text until reel redact truncates it.
+    reel_tests::python_sqlite(
+        "import os; c = sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_autocheckpoint = 0'); \
+         c.execute(\"UPDATE turns SET context_json = context_json || ' '\"); c.commit(); os._exit(0)",
+        &[turns_db.as_os_str()],
+    );
     assert!(
-        files.iter().any(|f| file_holds(f, SECRET)),
-        "the files hold the text before (so the check below can fail)"
+        file_holds(&sqlite_files(&turns_db)[1], SECRET),
+        "the turns database's WAL holds the text before (so the check below can fail)"
+    );
+    let mut holder = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); \
+             c.execute('SELECT count(*) FROM turns').fetchall(); print('open', flush=True); sys.stdin.read()",
+        ])
+        .arg(&turns_db)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut opened = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut opened,
+    )
+    .unwrap();
+    assert_eq!(
+        opened.trim(),
+        "open",
+        "the holder opened the turns database"
     );
     refusals_change_nothing(&backend);
-    erases_everywhere(&backend, &[]);
-    for file in &files {
-        assert!(
-            !file_holds(file, SECRET),
-            "{} holds the erased text",
-            file.display()
-        );
-    }
+    let erased = || {
+        for file in &files {
+            assert!(
+                !file_holds(file, SECRET),
+                "{} holds the erased text",
+                file.display()
+            );
+        }
+    };
+    erases_everywhere(&backend, &[], erased);
+    drop(holder.stdin.take());
+    assert!(holder.wait().unwrap().success());
+    erased();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(served_with_tombstones(&db));
     // Again: nothing is left to erase, and nothing is appended.
@@ -353,7 +391,7 @@ fn redact_on_postgres() {
         "the relation files hold the text before (so the check below can fail)"
     );
     refusals_change_nothing(&backend);
-    erases_everywhere(&backend, &["--vacuum"]);
+    erases_everywhere(&backend, &["--vacuum"], || {});
     assert!(
         !view.relation_files_hold(&schema.name, SECRET),
         "a relation file of the schema holds the erased text after VACUUM FULL"

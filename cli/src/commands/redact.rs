@@ -162,19 +162,20 @@ async fn redact(
     };
     // The turns database first: if the timeline's transaction then failed, the log still
     // holds the content, and redacting again rewrites both.
-    if let Some(turns_db) = &mut turns_db {
-        turns_db.rewrite_turns(id, &redacted.turns).await?;
-    }
     let erasure = if args.vacuum {
         Erasure::Vacuum
     } else {
         Erasure::Commit
     };
-    let erased = store.redact(id, &redacted, erasure).await?;
+    let mut wal_kept = false;
+    if let Some(turns_db) = &mut turns_db {
+        wal_kept |= (turns_db.redact_turns(id, &redacted.turns, erasure).await?).wal_kept;
+    }
+    wal_kept |= (store.redact(id, &redacted, erasure).await?).wal_kept;
     tell_sinks(&args.sinks, id, store, redacted.appended.clone())
         .await
         .context("the redaction is stored, but a sink was not told of it")?;
-    if store_is_sqlite(store) && !erased.wal_truncated {
+    if wal_kept {
         tracing::warn!(
             "another process was reading the database, so its write-ahead log (the -wal file) still holds the old pages until the next checkpoint"
         );
@@ -228,10 +229,6 @@ async fn tell_sinks(
             failure.message
         )),
     }
-}
-
-fn store_is_sqlite(store: &TimelineStore) -> bool {
-    matches!(store, TimelineStore::Sqlite(_))
 }
 
 /// The model context as a turn stores it.
