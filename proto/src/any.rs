@@ -96,11 +96,12 @@ macro_rules! chat_payloads {
                 }
             }
 
-            fn from_json_fields(type_url: &str, fields: serde_json::Value) -> Result<Self, serde_json::Error> {
+            /// The message `type_url` names, from its JSON fields (every field but `"@type"`).
+            fn from_json_fields<'de, D: Deserializer<'de>>(type_url: &str, fields: D) -> Result<Self, D::Error> {
                 let name = type_url.strip_prefix(TYPE_URL_PREFIX).and_then(|n| n.strip_prefix("reel.chat.v1."));
                 match name {
-                    $(Some(stringify!($name)) => Ok(Any::$name(Box::new(serde_json::from_value(fields)?))),)*
-                    _ => Err(serde_json::Error::custom(format!("unknown Any type {type_url:?}"))),
+                    $(Some(stringify!($name)) => Ok(Any::$name(Box::new(chat::$name::deserialize(fields)?))),)*
+                    _ => Err(D::Error::custom(format!("unknown Any type {type_url:?}"))),
                 }
             }
         }
@@ -197,13 +198,71 @@ impl Serialize for Any {
 
 impl<'de> Deserialize<'de> for Any {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut fields = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
-        let type_url = match fields.remove("@type") {
-            Some(serde_json::Value::String(url)) => url,
-            _ => return Err(D::Error::custom("Any without a string \"@type\"")),
+        deserializer.deserialize_map(AnyVisitor)
+    }
+}
+
+const NO_TYPE: &str = "Any without a string \"@type\"";
+
+/// Reads an `Any`'s JSON object. reel writes `"@type"` first, and then the message's fields
+/// are read straight into the message; only an object with `"@type"` elsewhere is gathered
+/// into a JSON map first (reading every stored event through a map made exports and replays
+/// twice as slow).
+struct AnyVisitor;
+
+impl<'de> serde::de::Visitor<'de> for AnyVisitor {
+    type Value = Any;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a protobuf Any as JSON: an object with \"@type\"")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Any, A::Error> {
+        let Some(Text(first)) = map.next_key::<Text>()? else {
+            return Err(A::Error::custom(NO_TYPE));
+        };
+        if first == "@type" {
+            let Text(type_url) = map.next_value::<Text>()?;
+            let rest = serde::de::value::MapAccessDeserializer::new(map);
+            return Any::from_json_fields(&type_url, rest);
+        }
+        let mut fields = serde_json::Map::new();
+        fields.insert(first.into_owned(), map.next_value()?);
+        while let Some((key, value)) = map.next_entry()? {
+            fields.insert(key, value);
+        }
+        let Some(serde_json::Value::String(type_url)) = fields.remove("@type") else {
+            return Err(A::Error::custom(NO_TYPE));
         };
         Any::from_json_fields(&type_url, serde_json::Value::Object(fields))
-            .map_err(D::Error::custom)
+            .map_err(A::Error::custom)
+    }
+}
+
+/// A JSON string, borrowed from the input when it has no escapes.
+struct Text<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+struct TextVisitor;
+
+impl<'de> serde::de::Visitor<'de> for TextVisitor {
+    type Value = Text<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(NO_TYPE)
+    }
+
+    fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Text<'de>, E> {
+        Ok(Text(std::borrow::Cow::Borrowed(text)))
+    }
+
+    fn visit_str<E>(self, text: &str) -> Result<Text<'de>, E> {
+        Ok(Text(std::borrow::Cow::Owned(text.to_owned())))
     }
 }
 
@@ -327,5 +386,48 @@ impl<S: Serializer> Serializer for TypeTagged<'_, S> {
         _: usize,
     ) -> Result<Self::SerializeStructVariant, S::Error> {
         not_a_message()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(json: &str) -> Result<Any, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    #[test]
+    fn reads_type_first_elsewhere_and_escaped() {
+        let written = serde_json::to_string(&Any::from(chat::ChatTextDelta {
+            message_id: "m1".into(),
+            text: "hi".into(),
+        }))
+        .unwrap();
+        assert!(written.starts_with(r#"{"@type":"#), "{written}");
+        let expected = delta(&written).unwrap();
+        assert_eq!(expected.type_name(), "ChatTextDelta");
+        let url = r#""type.googleapis.com/reel.chat.v1.ChatTextDelta""#;
+        let last = format!(r#"{{"messageId":"m1","text":"hi","@type":{url}}}"#);
+        assert_eq!(delta(&last).unwrap(), expected);
+        let escaped = format!(
+            r#"{{"\u0040type":{},"messageId":"m1","text":"hi"}}"#,
+            url.replace("Text", "\\u0054ext")
+        );
+        assert_eq!(delta(&escaped).unwrap(), expected);
+    }
+
+    #[test]
+    fn refuses_what_is_not_an_any() {
+        for json in [
+            "{}",
+            r#"{"messageId":"m1"}"#,
+            r#"{"@type":7}"#,
+            r#"{"@type":"type.googleapis.com/reel.chat.v1.NoSuchThing"}"#,
+            r#"{"@type":"type.googleapis.com/reel.chat.v1.ChatTextDelta","text":7}"#,
+            "[]",
+        ] {
+            assert!(delta(json).is_err(), "{json}");
+        }
     }
 }

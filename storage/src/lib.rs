@@ -3,6 +3,7 @@
 //! machines). [`open_timeline`] opens one from a [`Location`] (a path or a DSN) for reading or
 //! writing; a database that is not reel's is refused untouched.
 
+mod event_pages;
 mod lease;
 mod location;
 mod postgres;

@@ -19,7 +19,7 @@ use sqlx::{PgConnection, Row, SqliteConnection};
 
 use crate::{
     PostgresStore, SqliteStore,
-    rows::{db, entity_from, event_from, state_from, to_i64},
+    rows::{db, entity_from, state_from, to_i64},
 };
 
 /// Whether the store holds the session.
@@ -68,10 +68,6 @@ pub const WAITING_CALLS: &str = concat!(
      WHERE e.kind = 'ChatToolCall' AND e.payload_json LIKE '%awaiting_approval%' \
      ORDER BY e.session_id, e.created_ordinal, e.entity_id"
 );
-
-/// Up to `$3` events after ordinal `$2`.
-pub const EVENTS_PAGE: &str = "SELECT ordinal, payload_json, created_at FROM events \
-     WHERE session_id = $1 AND ordinal > $2 ORDER BY ordinal LIMIT $3";
 
 /// The newest snapshot at or before ordinal `$2`.
 pub const SNAPSHOT_AT_MOST: &str = "SELECT ordinal, state_json FROM snapshots \
@@ -255,7 +251,8 @@ macro_rules! sql_store {
                 session_id: &str,
                 after: u64,
             ) -> Result<Vec<LogEntry>, StoreError> {
-                self.events_page(session_id, after, u32::MAX).await
+                // Every event: as rows, which no limit on one value's size can cut short.
+                self.event_rows(session_id, after, u32::MAX).await
             }
 
             async fn entities(
@@ -393,16 +390,7 @@ macro_rules! sql_store {
                 after: u64,
                 limit: u32,
             ) -> Result<Vec<LogEntry>, StoreError> {
-                let rows = sqlx::query(EVENTS_PAGE)
-                    .bind(session_id)
-                    .bind(to_i64(after))
-                    .bind(i64::from(limit))
-                    .fetch_all(&mut *self.conn.lock().await)
-                    .await
-                    .map_err(|e| self.error(e))?;
-                rows.iter()
-                    .map(|row| event_from(session_id, row.get(0), row.get(1), row.get(2)))
-                    .collect()
+                self.read_page(session_id, after, limit).await
             }
 
             async fn snapshot_at_most(

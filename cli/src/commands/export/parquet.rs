@@ -8,6 +8,7 @@ use anyhow::Context;
 use reel_engine::{LogEntry, LogPages, SessionCatalog};
 use reel_parquet::{DayPartitions, EventFile, EventRow, ParquetError, RowMaker};
 use reel_storage::TimelineStore;
+use tokio::{sync::mpsc, task::JoinHandle};
 
 use super::destination::{self, Output};
 use crate::{same_file::InUse, stored::progress};
@@ -16,6 +17,10 @@ use crate::{same_file::InUse, stored::progress};
 /// allocator has at hand: with 4,096 an export of a million events touched twice as many new
 /// pages (200,000) and took a tenth longer.
 const PAGE: u32 = 512;
+
+/// Pages read ahead of the rows being made: the store reads and decodes the next pages while
+/// a blocking thread makes and encodes the rows of this one (each alone kept a core busy).
+const PAGES_AHEAD: usize = 4;
 
 /// Writes session `id`'s events up to `at` into the Parquet file `path`.
 pub async fn one_session(
@@ -30,11 +35,11 @@ pub async fn one_session(
         .writer()
         .with_context(|| format!("cannot write {}", path.display()))?;
     let file = EventFile::new(BufWriter::new(writer))?;
-    let mut rows = Rows::new(file, 0);
+    let rows = RowWriter::start(Rows::new(file, 0));
     let bar = progress::events(at, "exporting");
-    let written = read_session(store, id, at, &mut rows, &bar).await;
+    let read = read_session(store, id, at, &rows, &bar).await;
     bar.finish_and_clear();
-    let file = rows.finish(written)?;
+    let file = rows.finish(read).await?;
     file.finish()
         .with_context(|| format!("cannot write {}", path.display()))?;
     output.finish()
@@ -54,28 +59,29 @@ pub async fn all_sessions(
         .into_iter()
         .filter(|s| u64::try_from(s.updated_at_ms).unwrap_or(0) >= since)
         .collect();
-    let mut rows = Rows::new(DayPartitions::create(dir)?, since);
+    let rows = RowWriter::start(Rows::new(DayPartitions::create(dir)?, since));
     let total = sessions.iter().map(|s| s.events).sum();
     let bar = progress::events(total, "exporting");
-    let mut written = Ok(());
+    let mut read = Ok(());
     for session in &sessions {
-        written = read_session(store, &session.session_id, session.events, &mut rows, &bar).await;
-        if written.is_err() {
+        read = read_session(store, &session.session_id, session.events, &rows, &bar).await;
+        if read.is_err() {
             break;
         }
     }
     bar.finish_and_clear();
-    let partitions = rows.finish(written)?;
+    let partitions = rows.finish(read).await?;
     let (days, rows) = partitions.finish()?;
     Ok((sessions.len(), days, rows))
 }
 
-/// Writes the rows of the session's events up to `at`, page by page.
-async fn read_session(
+/// Hands the session's events up to `at` to `rows`, page by page (stopping early, with its
+/// error to come from [`RowWriter::finish`], when it has failed).
+async fn read_session<S>(
     store: &mut TimelineStore,
     id: &str,
     at: u64,
-    rows: &mut Rows<impl RowSink>,
+    rows: &RowWriter<S>,
     bar: &indicatif::ProgressBar,
 ) -> anyhow::Result<()> {
     let session: Arc<str> = Arc::from(id);
@@ -86,7 +92,44 @@ async fn read_session(
             return Ok(());
         }
         bar.inc(page.len() as u64);
-        rows.page(&session, &page)?;
+        if rows.pages.send((session.clone(), page)).await.is_err() {
+            return Ok(());
+        }
+    }
+}
+
+/// A page of one session's events.
+type Page = (Arc<str>, Vec<LogEntry>);
+
+/// [`Rows`] on a blocking thread, taking pages while the caller reads the next ones.
+struct RowWriter<S> {
+    pages: mpsc::Sender<Page>,
+    thread: JoinHandle<(Rows<S>, Result<(), ParquetError>)>,
+}
+
+impl<S: RowSink + Send + 'static> RowWriter<S> {
+    fn start(mut rows: Rows<S>) -> Self {
+        let (pages, mut received) = mpsc::channel::<Page>(PAGES_AHEAD);
+        let thread = tokio::task::spawn_blocking(move || {
+            while let Some((session, page)) = received.blocking_recv() {
+                if let Err(error) = rows.page(&session, &page) {
+                    return (rows, Err(error));
+                }
+            }
+            (rows, Ok(()))
+        });
+        Self { pages, thread }
+    }
+
+    /// The sink to finish once every page is written, or the first failure (writing's, then
+    /// reading's), after removing what was written.
+    async fn finish(self, read: anyhow::Result<()>) -> anyhow::Result<S> {
+        drop(self.pages);
+        let (rows, written) = self
+            .thread
+            .await
+            .context("the thread making the Parquet rows failed")?;
+        rows.finish(written.map_err(anyhow::Error::from).and(read))
     }
 }
 
