@@ -98,13 +98,13 @@ fn too_big(error: &sqlx::Error) -> bool {
 
 /// The events of a packed page.
 fn unpack(session_id: &str, mut packed: &str) -> Result<Vec<LogEntry>, StoreError> {
+    let damaged = || {
+        StoreError::Damaged(format!(
+            "session {session_id:?}: a page of its events does not unpack"
+        ))
+    };
     let mut page = Vec::new();
     while !packed.is_empty() {
-        let damaged = || {
-            StoreError::Damaged(format!(
-                "session {session_id:?}: a page of its events does not unpack"
-            ))
-        };
         let (bytes, rest) = number(packed).ok_or_else(damaged)?;
         let (ordinal, rest) = number(rest).ok_or_else(damaged)?;
         let (created_at, rest) = number(rest).ok_or_else(damaged)?;

@@ -62,8 +62,6 @@ pub struct Erased {
     /// SQLite: another connection was reading an older state, so the WAL could not be
     /// truncated and keeps the old pages until the next checkpoint.
     pub wal_kept: bool,
-    /// The files were rewritten by VACUUM.
-    pub vacuumed: bool,
 }
 
 /// The session row, ending where the log now ends, with its title as it reads now. It only
@@ -270,7 +268,6 @@ impl SqliteStore {
         let busy: i64 = row.get(0);
         Ok(Erased {
             wal_kept: busy != 0,
-            vacuumed: erasure == Erasure::Vacuum,
         })
     }
 
@@ -308,10 +305,7 @@ impl PostgresStore {
         }
         .await;
         written.map_err(|e| e.within(&format!("timeline database {}", self.shown)))?;
-        Ok(Erased {
-            wal_kept: false,
-            vacuumed: erasure == Erasure::Vacuum,
-        })
+        Ok(Erased::default())
     }
 
     async fn redact_turns(
@@ -329,9 +323,6 @@ impl PostgresStore {
                 .map_err(db)
                 .map_err(|e| e.within(&format!("turns database {}", self.shown)))?;
         }
-        Ok(Erased {
-            wal_kept: false,
-            vacuumed: erasure == Erasure::Vacuum,
-        })
+        Ok(Erased::default())
     }
 }
