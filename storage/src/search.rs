@@ -74,6 +74,11 @@ impl SqliteStore {
         query: &SearchQuery,
     ) -> Result<Vec<SearchHit>, StoreError> {
         check(query)?;
+        // FTS5 reads a query that begins with `*` as a "special query" (`*reads`, `*id`)
+        // that asks about the index rather than searching it; none of them is a search.
+        if query.text.starts_with('*') {
+            return Err(syntax(query, "it begins with *"));
+        }
         let rows = bind_query!(SQLITE_SEARCH, query)
             .fetch_all(&mut *self.conn.lock().await)
             .await;
@@ -102,11 +107,21 @@ impl PostgresStore {
     }
 }
 
-/// Whether SQLite's message says the FTS5 query could not be parsed.
+/// Whether SQLite's message says the FTS5 query could not be parsed: the parser's own
+/// messages (sqlite3.c, `sqlite3Fts5ParseError`), and not "fts5: corruption …", which is the
+/// database's fault and stays a storage error.
 fn is_syntax(message: &str) -> bool {
-    message.contains("fts5")
-        || message.contains("no such column")
-        || message.contains("unterminated")
+    const PARSER_SAYS: [&str; 8] = [
+        "fts5: syntax error",
+        "fts5: parser stack overflow",
+        "queries are not supported",
+        "fts5 expression tree is too large",
+        "unterminated string",
+        "no such column",
+        "expected integer, got",
+        "unknown special query",
+    ];
+    PARSER_SAYS.iter().any(|says| message.contains(says))
 }
 
 fn hit<R: Row>(row: &R) -> SearchHit
