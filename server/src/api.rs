@@ -3,6 +3,8 @@
 //! * `POST /v1/sessions`, `GET /v1/sessions`, `GET /v1/sessions/{id}`: [`crate::sessions`].
 //! * `POST /v1/sessions/{id}/requests`, `GET /v1/sessions/{id}/events`,
 //!   `GET /v1/sessions/{id}/ws`: [`crate::session_io`].
+//! * `GET` and `HEAD /v1/sessions/{id}/stream`: the session as a Durable Streams stream
+//!   ([`crate::durable`]).
 //! * `GET /v1/sessions/{id}/export`, `POST /v1/sessions/{id}/fork`: [`crate::export`].
 //! * `GET /metrics`: Prometheus figures (see [`crate::metrics`]).
 //! * `GET /openapi.json`: the OpenAPI document of them all (see [`crate::openapi`]).
@@ -28,7 +30,8 @@ use serde::de::DeserializeOwned;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::{
-    error::ApiError, export, frames::Position, host::Host, openapi, search, session_io, sessions,
+    durable, error::ApiError, export, frames::Position, host::Host, openapi, search, session_io,
+    sessions,
 };
 
 /// The largest request body: a request line as large as stdin RPC takes.
@@ -48,6 +51,10 @@ pub fn routes(host: Arc<Host>) -> Router {
         .route("/v1/sessions/{id}/requests", post(session_io::request))
         .route("/v1/sessions/{id}/events", get(session_io::events))
         .route("/v1/sessions/{id}/ws", get(session_io::websocket))
+        .route(
+            "/v1/sessions/{id}/stream",
+            get(durable::read).head(durable::head),
+        )
         .route("/v1/sessions/{id}/export", get(export::export))
         .route("/v1/sessions/{id}/fork", post(export::fork))
         .route("/v1/search", get(search::search))

@@ -16,7 +16,7 @@ use reel_engine::Incoming;
 use reel_proto::rpc::{
     PROTOCOL_VERSION, RpcRequestLine, ShutdownRequest, rpc_request_line::Request,
 };
-use tokio::sync::{OnceCell, RwLock, broadcast, mpsc};
+use tokio::sync::{Notify, OnceCell, RwLock, broadcast, mpsc, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
@@ -45,6 +45,9 @@ pub struct Hosted {
     /// subscriber's stream ends, when the session does.
     frames: Weak<FrameChannel>,
     last_ordinal: Arc<AtomicU64>,
+    /// The newest ordinal its store has committed (what a Durable Streams reader may see);
+    /// closed when the session ends.
+    committed: Option<watch::Receiver<u64>>,
     activity: Arc<Activity>,
     evicting: AtomicBool,
     /// Cancelled once its writer has ended and its lease is released.
@@ -115,6 +118,9 @@ pub struct Host {
     /// Set when the server starts stopping: no session loads after.
     stopping: AtomicBool,
     writers: TaskTracker,
+    /// Told each time a session loads: a reader waiting for a session nobody writes learns
+    /// that someone does now.
+    loads: Notify,
     pub metrics: Metrics,
     /// Forwards writes to the node that writes a session (scale-out; see [`crate::forward`]).
     pub forwarder: crate::forward::Forwarder,
@@ -131,6 +137,7 @@ impl Host {
             stop: CancellationToken::new(),
             stopping: AtomicBool::new(false),
             writers: TaskTracker::new(),
+            loads: Notify::new(),
             metrics: Metrics::new(),
             forwarder: crate::forward::Forwarder::new(cluster_token),
         }
@@ -161,7 +168,16 @@ impl Host {
                 )));
             }
             let slot = Arc::clone(self.slots().entry(id.to_owned()).or_default());
-            let hosted = slot.get_or_try_init(|| self.load(id)).await?;
+            let mut loaded_now = false;
+            let load = || {
+                loaded_now = true;
+                self.load(id)
+            };
+            let hosted = slot.get_or_try_init(load).await?;
+            if loaded_now {
+                // Once it is in its slot, where a waiting reader looks.
+                self.loads.notify_waiters();
+            }
             if hosted.is_loaded() {
                 return Ok(Arc::clone(hosted));
             }
@@ -196,6 +212,7 @@ impl Host {
         );
         let opened = self.source.open(id, Box::new(sink)).await?;
         last_ordinal.store(opened.session.log().last_ordinal(), Ordering::Release);
+        let committed = opened.session.store_committed();
         let (requests, incoming) = mpsc::channel(REQUEST_QUEUE);
         let ended = CancellationToken::new();
         let writer = opened.write(incoming, self.stop.child_token());
@@ -206,15 +223,17 @@ impl Host {
         });
         // Thousands of sessions load and unload in a server's day: not news for its log.
         tracing::debug!("session {id} loaded");
-        Ok(Arc::new(Hosted {
+        let hosted = Arc::new(Hosted {
             requests: RwLock::new(Some(requests)),
             frames: weak,
             last_ordinal,
+            committed,
             activity,
             evicting: AtomicBool::new(false),
             ended,
             snapshot: SharedSnapshot::default(),
-        }))
+        });
+        Ok(hosted)
     }
 
     /// Prunes session `id` unless it is loaded here: while it is pruned, a request that would
@@ -248,6 +267,22 @@ impl Host {
             .get(id)
             .and_then(|slot| slot.get())
             .is_some_and(|hosted| hosted.is_loaded())
+    }
+
+    /// What session `id`'s store has committed, when the session is loaded here (without
+    /// loading it: reading a session takes no lease).
+    pub fn committed(&self, id: &str) -> Option<watch::Receiver<u64>> {
+        self.slots()
+            .get(id)
+            .and_then(|slot| slot.get())
+            .filter(|hosted| hosted.is_loaded())
+            .and_then(|hosted| hosted.committed.clone())
+    }
+
+    /// Resolves at the next load of any session. Make it before looking whether a session is
+    /// loaded, so that a load between the look and the wait is not missed.
+    pub fn next_load(&self) -> tokio::sync::futures::Notified<'_> {
+        self.loads.notified()
     }
 
     /// What is loaded now, for the metrics.

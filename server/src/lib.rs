@@ -14,6 +14,7 @@
 mod api;
 mod auth;
 mod connections;
+mod durable;
 mod error;
 mod expiry;
 mod export;

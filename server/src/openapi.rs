@@ -16,7 +16,7 @@ use utoipa::{
     },
 };
 
-use crate::{api, export, search, session_io, sessions};
+use crate::{api, durable, export, search, session_io, sessions};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -31,6 +31,8 @@ use crate::{api, export, search, session_io, sessions};
         session_io::request,
         session_io::events,
         session_io::websocket,
+        durable::read,
+        durable::head,
         export::export,
         export::fork,
         search::search,
@@ -38,11 +40,17 @@ use crate::{api, export, search, session_io, sessions};
         document,
         health,
     ),
-    components(schemas(crate::source::ExportFormat)),
+    components(schemas(
+        crate::source::ExportFormat,
+        crate::search::SearchRole,
+        crate::sessions::Switch,
+        durable::LiveMode,
+    )),
     modifiers(&BearerToken),
     security(("bearer" = [])),
     tags(
         (name = "sessions", description = "Sessions, their requests and their frames"),
+        (name = "streams", description = "Sessions as Durable Streams (the protocol's read path), for any of its clients and any HTTP cache"),
         (name = "server", description = "The server itself"),
     )
 )]
@@ -82,7 +90,8 @@ impl Modify for BearerToken {
             let guarded = path != "/healthz";
             let posts = item.post.iter_mut().map(|operation| (operation, true));
             let gets = item.get.iter_mut().map(|operation| (operation, false));
-            for (operation, post) in gets.chain(posts) {
+            let heads = item.head.iter_mut().map(|operation| (operation, false));
+            for (operation, post) in gets.chain(heads).chain(posts) {
                 let responses = &mut operation.responses.responses;
                 responses.insert("421".into(), misdirected.clone().into());
                 if guarded {

@@ -10,7 +10,7 @@ use serde_json::Value;
 /// Runs the SDK client with `scenario` (see acp_client.mjs: `steps`, `permission`) against
 /// `reel acp` with `args`; returns its report: `results`, `updates`, `permissions`, `exit`.
 pub fn acp_session(scenario: &Value, args: &[&str]) -> Option<Value> {
-    let folder = crate::TestPackage::AcpNode.ready()?;
+    let folder = crate::TestPackage::NodeClients.ready()?;
     let output = Command::new("node")
         .arg(folder.join("acp_client.mjs"))
         .arg(scenario.to_string())

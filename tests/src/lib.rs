@@ -12,8 +12,10 @@ use std::{
 
 pub mod acp_client;
 pub mod approval_fixture;
+pub mod caching_proxy;
 #[cfg(test)]
 mod cli_modules;
+pub mod durable_streams_client;
 pub mod headless;
 pub mod jetstream;
 mod local_llm;

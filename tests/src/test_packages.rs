@@ -20,8 +20,9 @@ pub enum TestPackage {
     McpServer,
     /// The official ACP Python SDK, for the Python ACP client.
     AcpPython,
-    /// The official ACP TypeScript SDK (`tests/node`, locked by its package-lock.json).
-    AcpNode,
+    /// The Node clients (`tests/node`, locked by its package-lock.json): the official ACP
+    /// TypeScript SDK and the Durable Streams client.
+    NodeClients,
     /// The OTLP definitions, for the test trace receiver.
     OtlpReceiver,
     /// The official NATS Python client, reading what the JetStream sink wrote.
@@ -40,7 +41,7 @@ impl TestPackage {
     pub const ALL: [TestPackage; 9] = [
         TestPackage::McpServer,
         TestPackage::AcpPython,
-        TestPackage::AcpNode,
+        TestPackage::NodeClients,
         TestPackage::OtlpReceiver,
         TestPackage::NatsPython,
         TestPackage::Playwright,
@@ -49,7 +50,7 @@ impl TestPackage {
         TestPackage::DuckDb,
     ];
 
-    /// The Python of its virtualenv (the folder with `node_modules` for [`Self::AcpNode`]),
+    /// The Python of its virtualenv (the folder with `node_modules` for [`Self::NodeClients`]),
     /// prepared now if it is not there; `None` after saying why not (never under CI).
     pub fn ready(self) -> Option<PathBuf> {
         match self.prepare() {
@@ -78,7 +79,7 @@ impl TestPackage {
             TestPackage::AcpPython => {
                 virtualenv::build(&venv("venv-acp"), &[&["agent-client-protocol==0.12.1"]])
             }
-            TestPackage::AcpNode => install_node_clients(),
+            TestPackage::NodeClients => install_node_clients(),
             TestPackage::OtlpReceiver => {
                 virtualenv::build(&venv("venv-otlp"), &[&["opentelemetry-proto==1.45.0"]])
             }
@@ -117,8 +118,16 @@ fn install_node_clients() -> Result<PathBuf, String> {
     let lock = File::create(&lock_path).map_err(|e| format!("{}: {e}", lock_path.display()))?;
     lock.lock()
         .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
-    let installed = folder.join("node_modules/@agentclientprotocol/sdk/package.json");
-    if installed.exists() {
+    let installed = ["@agentclientprotocol/sdk", "@durable-streams/client"]
+        .iter()
+        .all(|package| {
+            folder
+                .join("node_modules")
+                .join(package)
+                .join("package.json")
+                .exists()
+        });
+    if installed {
         return Ok(folder);
     }
     let output = Command::new("npm")

@@ -1,0 +1,50 @@
+//! Waiting for a session's next committed event, for long-polls and SSE readers.
+//!
+//! A session loaded here says what its store has committed (a watch), so a reader of it wakes
+//! at the commit. A session nobody writes here is looked at in the store (PostgreSQL tells of
+//! commits; SQLite is looked at again every [`STORE_POLL`]), and the reader wakes at once when
+//! this server loads it. Waiting holds no lease and loads nothing: a reader never keeps a
+//! writer out.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::{error::ApiError, host::Host};
+
+/// How often the store is looked at for a session nobody writes here.
+const STORE_POLL: Duration = Duration::from_secs(1);
+
+/// Waits until session `id` has a committed event after `after`, or until `deadline`; true
+/// when it has.
+pub async fn wait_past(
+    host: &Host,
+    id: &str,
+    after: u64,
+    deadline: Instant,
+) -> Result<bool, ApiError> {
+    loop {
+        let loaded = host.next_load();
+        if let Some(mut committed) = host.committed(id) {
+            match tokio::time::timeout_at(deadline, committed.wait_for(|at| *at > after)).await {
+                Ok(Ok(_)) => return Ok(true),
+                Err(_timed_out) => return Ok(false),
+                // The session unloaded: look again.
+                Ok(Err(_closed)) => continue,
+            }
+        }
+        let mut catalog = host.source().catalog().await?;
+        let stored = crate::api::summary(catalog.as_mut(), id).await?.events;
+        if stored > after {
+            return Ok(true);
+        }
+        let poll = STORE_POLL.min(deadline.saturating_duration_since(Instant::now()));
+        if poll.is_zero() {
+            return Ok(false);
+        }
+        tokio::select! {
+            heard = catalog.wait_for_commits(id, poll) => heard?,
+            () = loaded => {}
+        }
+    }
+}
