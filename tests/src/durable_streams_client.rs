@@ -1,6 +1,7 @@
-//! The Durable Streams reader of the tests: `tests/node/durable_streams_client.mjs`, on the
-//! protocol's official TypeScript client (`@durable-streams/client`, locked in
-//! `tests/node/package-lock.json`), reading a `reel serve` session's stream over HTTP.
+//! The Durable Streams readers of the tests, reading a `reel serve` session's stream over HTTP:
+//! `tests/node/durable_streams_client.mjs` on the protocol's official TypeScript client
+//! (`@durable-streams/client`, locked in `tests/node/package-lock.json`), and
+//! `tests/python/durable_streams_client.py` on its Python client (`durable-streams` from PyPI).
 
 use std::{
     io::{BufRead, BufReader},
@@ -117,4 +118,32 @@ pub fn frames(batches: &[Batch]) -> Vec<Value> {
         .iter()
         .flat_map(|b| b.items.iter().cloned())
         .collect()
+}
+
+/// What the Python client read of `url` in `mode` (`catch-up`, `long-poll`, `sse`) from
+/// `offset`: its frames and its offset after them; `None` after saying why when its virtualenv
+/// cannot be built here.
+pub fn python_read(url: &str, mode: &str, offset: Option<&str>) -> Option<(Vec<Value>, String)> {
+    let python = crate::TestPackage::DurableStreamsPython.ready()?;
+    let script = crate::repo_root().join("tests/python/durable_streams_client.py");
+    let output = Command::new(python)
+        .arg(script)
+        .args([url, mode])
+        .args(offset)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the Python client failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the Python client printed no JSON ({e}): {stdout}"));
+    let frames = report["frames"].as_array().cloned().unwrap_or_default();
+    Some((
+        frames,
+        report["offset"].as_str().unwrap_or_default().to_owned(),
+    ))
 }

