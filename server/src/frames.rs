@@ -8,7 +8,7 @@
 //! plain ordinal always means "everything of that event".
 
 use std::sync::{
-    Arc, OnceLock,
+    Arc,
     atomic::{AtomicU64, Ordering},
 };
 
@@ -18,11 +18,11 @@ use reel_proto::{
     json,
     rpc::{PROTOCOL_VERSION, RpcLine, rpc_line},
 };
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 
 use prometheus_client::metrics::counter::Counter;
 
-use crate::idle::Activity;
+use crate::{frame_channel::FrameChannel, idle::Activity};
 
 /// Where a frame sits in a session's stream: its event's ordinal and its index among that
 /// event's frames ([`Position::LAST`] for the last one).
@@ -153,44 +153,8 @@ pub fn frames_of(output: &Output) -> Vec<Frame> {
         .collect()
 }
 
-/// Frames a subscriber may fall behind by before it catches up from the store instead: room
-/// for a reply of a thousand deltas at once (a scripted one; a model's comes far slower).
-const BROADCAST_FRAMES: usize = 1024;
-
-/// A hosted session's broadcast of frames, made when its first subscriber comes: a session
-/// nobody follows holds no ring of frames (about 40 KB).
-#[derive(Default)]
-pub struct FrameChannel(OnceLock<broadcast::Sender<Arc<Frame>>>);
-
-impl FrameChannel {
-    /// A new receiver of the frames sent from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Frame>> {
-        self.0
-            .get_or_init(|| broadcast::channel(BROADCAST_FRAMES).0)
-            .subscribe()
-    }
-
-    /// How many receivers listen.
-    pub fn receiver_count(&self) -> usize {
-        self.0.get().map_or(0, broadcast::Sender::receiver_count)
-    }
-
-    /// How many frames wait for the slowest receiver.
-    pub fn len(&self) -> usize {
-        self.0.get().map_or(0, broadcast::Sender::len)
-    }
-
-    /// Sends `frame` to every receiver (there may be none: a subscriber gone since is no
-    /// error).
-    fn send(&self, frame: Frame) {
-        if let Some(frames) = self.0.get() {
-            let _ = frames.send(Arc::new(frame));
-        }
-    }
-}
-
 /// The sink that hands a hosted session's frames to its subscribers. It never waits: a
-/// subscriber that falls behind loses frames from the broadcast and catches up from the store.
+/// subscriber that falls behind loses frames from its queue and catches up from the store.
 pub struct FramesSink {
     /// Held here only: when the session ends, so does every subscriber's stream.
     frames: Arc<FrameChannel>,

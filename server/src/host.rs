@@ -16,11 +16,12 @@ use reel_engine::Incoming;
 use reel_proto::rpc::{
     PROTOCOL_VERSION, RpcRequestLine, ShutdownRequest, rpc_request_line::Request,
 };
-use tokio::sync::{Notify, OnceCell, RwLock, broadcast, mpsc, watch};
+use tokio::sync::{Notify, OnceCell, RwLock, mpsc, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    frames::{Frame, FrameChannel, FramesSink},
+    frame_channel::{FrameChannel, LiveFrames},
+    frames::FramesSink,
     idle::{self, Activity},
     metrics::{Census, Metrics},
     source::{SessionSource, SourceError},
@@ -69,7 +70,7 @@ impl Hosted {
     }
 
     /// A receiver of its frames; `None` once it has unloaded.
-    pub fn subscribe(&self) -> Option<broadcast::Receiver<Arc<Frame>>> {
+    pub fn subscribe(&self) -> Option<LiveFrames> {
         self.activity.touch();
         self.frames.upgrade().map(|frames| frames.subscribe())
     }

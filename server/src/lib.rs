@@ -19,6 +19,7 @@ mod error;
 mod expiry;
 mod export;
 mod forward;
+mod frame_channel;
 mod frame_queue;
 mod frames;
 mod front_door;

@@ -31,6 +31,28 @@ pub struct Census {
     pub queued_frames: i64,
 }
 
+/// Durable Streams reads in progress (long-polls waiting, SSE responses open): kept as they
+/// start and end, since they belong to no loaded session.
+#[derive(Clone, Default)]
+pub struct StreamReaders(Gauge);
+
+impl StreamReaders {
+    /// Counts one reader until the guard drops.
+    pub fn reading(&self) -> ReaderGuard {
+        self.0.inc();
+        ReaderGuard(self.0.clone())
+    }
+}
+
+/// One reader counted in [`StreamReaders`].
+pub struct ReaderGuard(Gauge);
+
+impl Drop for ReaderGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
     method: String,
@@ -46,6 +68,8 @@ pub struct Metrics {
     runs_active: Gauge,
     subscribers: Gauge,
     queued_frames: Gauge,
+    pub stream_readers: StreamReaders,
+    tasks_alive: Gauge,
     events_appended: Counter,
     requests: Family<RequestLabels, Histogram>,
 }
@@ -57,6 +81,8 @@ impl Metrics {
         let runs_active = Gauge::default();
         let subscribers = Gauge::default();
         let queued_frames = Gauge::default();
+        let stream_readers = StreamReaders::default();
+        let tasks_alive = Gauge::default();
         let events_appended = Counter::default();
         // 1 ms to about 33 s.
         let requests = Family::<RequestLabels, Histogram>::new_with_constructor(|| {
@@ -83,6 +109,16 @@ impl Metrics {
             queued_frames.clone(),
         );
         registry.register(
+            "stream_readers",
+            "Durable Streams reads in progress: long-polls waiting and SSE responses open",
+            stream_readers.0.clone(),
+        );
+        registry.register(
+            "tasks_alive",
+            "Tasks of the server's runtime (a loaded idle session should add none)",
+            tasks_alive.clone(),
+        );
+        registry.register(
             "events_appended",
             "Events appended to the logs of the sessions this server wrote",
             events_appended.clone(),
@@ -98,6 +134,8 @@ impl Metrics {
             runs_active,
             subscribers,
             queued_frames,
+            stream_readers,
+            tasks_alive,
             events_appended,
             requests,
         }
@@ -126,6 +164,12 @@ impl Metrics {
         self.runs_active.set(census.runs_active);
         self.subscribers.set(census.subscribers);
         self.queued_frames.set(census.queued_frames);
+        // Every task of the runtime: what a loaded idle session costs in tasks shows here.
+        let tasks = tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+        self.tasks_alive
+            .set(i64::try_from(tasks).unwrap_or(i64::MAX));
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = encode(&mut text, &self.registry);

@@ -4,7 +4,7 @@
 //! It subscribes to the live broadcast before it reads the store, so nothing emitted after it
 //! started can be missed; frames the store has already given are dropped by their position.
 //! Whenever a live frame skips ahead of what it has sent (frames emitted before it subscribed
-//! and committed since, or frames lost because it fell behind the broadcast), it reads the
+//! and committed since, or frames lost because it fell behind its queue), it reads the
 //! missing ones from the store first. A subscriber that cannot keep up therefore never slows
 //! the session: it reads from the store until it is current again.
 
@@ -15,9 +15,9 @@ use std::{
 
 use reel_engine::{ErrorCode, SessionCatalog, StoreError, StoredStream, hello_frame};
 use reel_proto::rpc::{ErrorFrame, rpc_line};
-use tokio::sync::broadcast;
 
 use crate::{
+    frame_channel::{Live, LiveFrames},
     frame_queue::{FrameReceiver, FrameSender, SUBSCRIBER_BYTES, frame_queue},
     frames::{Frame, Position, frames_of},
     host::Hosted,
@@ -35,7 +35,7 @@ const STORE_POLL: Duration = Duration::from_millis(20);
 /// fails; a cursor past the session's end gets hello and a terminal error.
 pub async fn subscribe(
     hosted: Arc<Hosted>,
-    live: broadcast::Receiver<Arc<Frame>>,
+    live: LiveFrames,
     mut catalog: Box<dyn SessionCatalog>,
     id: &str,
     cursor: Option<Position>,
@@ -48,11 +48,13 @@ pub async fn subscribe(
     let (mut stream, rx) = Stream::new(id);
     // The stream starts on its own task: its first frames may be more than its queue holds
     // (a snapshot of megabytes), so they wait for the receiver this returns.
-    tokio::spawn(async move {
+    let task = async move {
         let started = match cursor {
             // Subscribers without a cursor share one encoding of the timeline.
             None => {
-                let shared = hosted.snapshot.shared(catalog.as_mut(), &stream.id, stored);
+                // Boxed, as every catch-up is: a subscriber's task holds only what following
+                // live needs, not room for the store's reads (4.6 KB a subscriber unboxed).
+                let shared = Box::pin(hosted.snapshot.shared(catalog.as_mut(), &stream.id, stored));
                 match shared.await {
                     Ok(snapshot) => {
                         stream.start_with(&snapshot, stored).await;
@@ -61,14 +63,15 @@ pub async fn subscribe(
                     Err(error) => Err(error),
                 }
             }
-            Some(_) => stream.start(catalog.as_mut(), cursor, stored, last).await,
+            Some(_) => Box::pin(stream.start(catalog.as_mut(), cursor, stored, last)).await,
         };
         match started {
             Ok(true) => stream.follow(catalog, live, broadcast).await,
             Ok(false) => {}
             Err(error) => stream.fail(error).await,
         }
-    });
+    };
+    tokio::spawn(task);
     Ok(rx)
 }
 
@@ -119,13 +122,36 @@ pub async fn follow_store(
     let stored = stored_events(catalog.as_mut(), id).await?;
     let (mut stream, rx) = Stream::new(id);
     tokio::spawn(async move {
-        match stream.start(catalog.as_mut(), cursor, stored, stored).await {
+        match Box::pin(stream.start(catalog.as_mut(), cursor, stored, stored)).await {
             Ok(true) => stream.follow_commits(catalog).await,
             Ok(false) => {}
             Err(error) => stream.fail(error).await,
         }
     });
     Ok(rx)
+}
+
+/// Waits until the store holds session `id`'s events through `ordinal` (a frame sent live
+/// can be ahead of its commit), for [`STORE_WAIT`] at most.
+async fn stored_through(
+    catalog: &mut dyn SessionCatalog,
+    id: &str,
+    ordinal: u64,
+) -> Result<(), StoreError> {
+    let waited = tokio::time::Instant::now();
+    loop {
+        let stored = stored_events(catalog, id).await?;
+        if stored >= ordinal {
+            return Ok(());
+        }
+        if waited.elapsed() > STORE_WAIT {
+            return Err(StoreError::NotFound(format!(
+                "event {ordinal} of session {id} is not in the store after {} s (it holds {stored})",
+                STORE_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(STORE_POLL).await;
+    }
 }
 
 /// How many events the store holds of session `id`.
@@ -154,7 +180,8 @@ struct Stream {
     /// The store's events, read as far as the last catch-up went: the next catch-up goes on
     /// from there. It holds the session's timeline, so a subscriber that has kept up for
     /// [`LET_GO_AFTER`] live frames lets it go (a later catch-up opens the store again).
-    stored: Option<StoredStream>,
+    /// Boxed: a subscriber that keeps up holds none, and its task is the smaller for it.
+    stored: Option<Box<StoredStream>>,
     /// Live frames sent since the last catch-up.
     live_since_catch_up: usize,
 }
@@ -222,7 +249,7 @@ impl Stream {
     /// Sends every commit of the store as it comes, until the client goes away.
     async fn follow_commits(mut self, mut catalog: Box<dyn SessionCatalog>) {
         loop {
-            if let Err(error) = self.catch_up(catalog.as_mut(), None).await {
+            if let Err(error) = Box::pin(self.catch_up(catalog.as_mut(), None)).await {
                 return self.fail(error).await;
             }
             if self.tx.is_closed() {
@@ -244,10 +271,10 @@ impl Stream {
     async fn follow(
         mut self,
         mut catalog: Box<dyn SessionCatalog>,
-        mut live: broadcast::Receiver<Arc<Frame>>,
+        mut live: LiveFrames,
         broadcast: u64,
     ) {
-        if let Err(error) = self.catch_up(catalog.as_mut(), Some(broadcast)).await {
+        if let Err(error) = Box::pin(self.catch_up(catalog.as_mut(), Some(broadcast))).await {
             return self.fail(error).await;
         }
         loop {
@@ -258,22 +285,29 @@ impl Stream {
                 () = self.tx.closed() => return,
             };
             let frame = match received {
-                Ok(frame) => frame,
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::debug!("a subscriber of {} missed {missed} frames", self.id);
-                    match self.catch_up(catalog.as_mut(), None).await {
+                Live::Frame(frame) => frame,
+                Live::Lagged(through) => {
+                    tracing::debug!(
+                        "a subscriber of {} missed frames through {through}",
+                        self.id
+                    );
+                    // Through the newest it missed, waiting for its commit: a frame of the
+                    // request queued after them (its `done`) must not pass them.
+                    match Box::pin(self.catch_up(catalog.as_mut(), Some(through))).await {
                         Ok(()) => continue,
                         Err(error) => return self.fail(error).await,
                     }
                 }
                 // The session unloaded: its stream ends here; the client resumes later.
-                Err(broadcast::error::RecvError::Closed) => return,
+                Live::Closed => return,
             };
             match frame.position {
                 Some(position) if position <= self.sent => continue,
                 Some(position) if !self.follows(position) => {
                     let before = position.ordinal - 1;
-                    if let Err(error) = self.catch_up(catalog.as_mut(), Some(before)).await {
+                    if let Err(error) =
+                        Box::pin(self.catch_up(catalog.as_mut(), Some(before))).await
+                    {
                         return self.fail(error).await;
                     }
                     if position <= self.sent {
@@ -326,7 +360,10 @@ impl Stream {
                     Position::LAST => self.sent.ordinal,
                     _ => self.sent.ordinal - 1,
                 };
-                StoredStream::open(catalog, &self.id, from, None).await?
+                // What was sent live can be ahead of the store: the stored stream starts once
+                // the store holds it.
+                stored_through(catalog, &self.id, from).await?;
+                Box::new(StoredStream::open(catalog, &self.id, from, None).await?)
             }
         };
         let waited = tokio::time::Instant::now();

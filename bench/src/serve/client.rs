@@ -25,21 +25,27 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `reel serve` on the commands in `commands` and the database `db`, and waits until
-    /// it listens. Its log goes on to this process's stderr. Nothing is evicted while it is
-    /// measured.
-    pub fn start(commands: &Path, db: &Path) -> anyhow::Result<Self> {
-        Self::start_evicting(commands, db, "1h")
+    /// Starts `reel serve` on the commands in `commands` and the database `db` with `extra`
+    /// flags (`--max-connections N`), and waits until it listens. Its log goes on to this
+    /// process's stderr. Nothing is evicted while it is measured.
+    pub fn start_with(commands: &Path, db: &Path, extra: &[&str]) -> anyhow::Result<Self> {
+        Self::start_evicting(commands, db, "1h", extra)
     }
 
-    /// As [`Server::start`], evicting a session nobody used for `idle_timeout` (e.g. `1s`).
-    pub fn start_evicting(commands: &Path, db: &Path, idle_timeout: &str) -> anyhow::Result<Self> {
+    /// As [`Server::start_with`], evicting a session nobody used for `idle_timeout` (`1s`).
+    pub fn start_evicting(
+        commands: &Path,
+        db: &Path,
+        idle_timeout: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
         let mut child = Command::new(std::env::current_exe()?)
             .args(["serve", "--listen", "127.0.0.1:0", "--commands"])
             .arg(commands)
             .arg("--timeline-db")
             .arg(db)
             .args(["--idle-timeout", idle_timeout])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -68,6 +74,24 @@ impl Server {
     /// The server's resident set, in KiB.
     pub fn rss_kib(&self) -> u64 {
         super::super::proc_status_kib(&self.child.id().to_string(), "VmRSS")
+    }
+
+    /// The server's open file descriptors.
+    pub fn descriptors(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).map_or(0, Iterator::count)
+    }
+
+    /// Starts a Durable Streams long-poll of session `id` at its tail, which waits up to a
+    /// minute; the task ends with the answer (or when aborted, closing the connection).
+    pub fn long_poll(&self, id: &str) -> tokio::task::JoinHandle<()> {
+        let url = format!(
+            "{}/v1/sessions/{id}/stream?offset=now&live=long-poll&timeout=60",
+            self.base
+        );
+        let http = self.http.clone();
+        tokio::spawn(async move {
+            let _ = http.get(url).send().await;
+        })
     }
 
     /// Creates session `id` running command `command`.

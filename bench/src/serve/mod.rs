@@ -1,21 +1,24 @@
 //! `reel bench --serve`: one `reel serve` process (this binary, as a child) hosting N sessions
-//! (default 1,000), each followed by two Server-Sent Events subscribers, with scripted replies;
+//! (default 1,000), each followed by one Server-Sent Events subscriber (one, so that 10,000
+//! sessions fit in the 20,000 file descriptors a process may have here), with scripted replies;
 //! and the same sessions as `reel --stdin-rpc` processes, for the memory they would take.
 //!
 //! In order, so that each figure is its own:
-//! 1. the resident set per loaded idle session (each loaded by a `snapshot` request), then
-//!    per subscriber (two per session);
-//! 2. with 100 sessions streaming paced replies (a delta every 10 ms), the resident set per
-//!    active session, and the time from posting a submit to its first delta at a subscriber,
-//!    for probes sent one at a time to the other sessions (p50, p99);
+//! 1. per loaded idle session: the resident set, file descriptors and tasks it adds (each
+//!    loaded by a `snapshot` request; an idle session should hold no descriptor or task of
+//!    its own); then the resident set per subscriber, and per Durable Streams long-poll
+//!    waiting at a session's tail (on 4 sessions in 10);
+//! 2. with up to 1,000 sessions streaming paced replies (a delta every 20 ms, a model's pace),
+//!    the resident set per active session, and the time from posting a submit to its first
+//!    delta at a subscriber, for probes sent one at a time to the other sessions (p50, p99);
 //! 3. every session replying at once, as fast as it goes: frames delivered per second to all
 //!    subscribers together;
 //! 4. a sample of `reel run-command --stdin-rpc` processes, one session each, for the memory N
 //!    of them would take beside the server's.
 //!
 //! It fails (non-zero) when a loaded idle session costs over 64 KB at 1,000 sessions or more:
-//! memory is a bound this machine can hold. Rates and latencies are printed beside their
-//! targets; they depend on the machine's load, so they do not fail it.
+//! memory is a bound this machine can hold. The other figures are printed beside their
+//! targets; rates and latencies depend on the machine's load, so they do not fail it.
 
 mod client;
 mod waiting;
@@ -38,10 +41,13 @@ use tokio::sync::mpsc;
 /// The most a loaded idle session may cost, held from [`HELD_FROM_SESSIONS`] sessions.
 const MAX_IDLE_SESSION_BYTES: u64 = 64 * 1024;
 const HELD_FROM_SESSIONS: usize = 1_000;
-/// Sessions that stream paced replies while first deltas are timed.
-const ACTIVE_RUNS: usize = 100;
+/// Sessions that stream paced replies while first deltas are timed, at most (nine in ten of
+/// them below that; the rest take the probes).
+const MAX_ACTIVE_RUNS: usize = 1_000;
 /// Subscribers per session.
-const SUBSCRIBERS: usize = 2;
+const SUBSCRIBERS: usize = 1;
+/// Durable Streams long-polls per ten sessions.
+const WAITERS_PER_TEN: usize = 4;
 /// `reel --stdin-rpc` processes started to weigh one.
 const SAMPLED_PROCESSES: usize = 20;
 
@@ -54,38 +60,71 @@ pub struct ServeBench {
     pub probes: usize,
 }
 
+/// What one loaded idle session adds to the server.
+struct Weight {
+    kib: u64,
+    descriptors: usize,
+    tasks: f64,
+}
+
+impl Weight {
+    async fn of(server: &Server) -> anyhow::Result<Self> {
+        let kib = settled(server).await;
+        Ok(Self {
+            kib,
+            descriptors: server.descriptors(),
+            tasks: server.gauge("reel_tasks_alive").await?,
+        })
+    }
+}
+
 pub async fn run(bench: ServeBench) -> anyhow::Result<bool> {
     let ServeBench {
         sessions,
         deltas,
         probes,
     } = bench;
-    if sessions <= ACTIVE_RUNS {
-        bail!(
-            "--sessions must be more than {ACTIVE_RUNS} (that many stream while probes are timed)"
-        );
+    if sessions < 20 {
+        bail!("--sessions must be 20 at least (nine in ten stream while the others are probed)");
     }
-    check_open_files(sessions)?;
+    let active = (sessions * 9 / 10).min(MAX_ACTIVE_RUNS);
+    let waiters = sessions * WAITERS_PER_TEN / 10;
+    let limit = check_open_files(sessions * SUBSCRIBERS + waiters)?;
     let folder = tempfile::tempdir()?;
     write_commands(folder.path(), deltas)?;
-    let server = Server::start(&folder.path().join("commands"), &folder.path().join("t.db"))?;
+    // Every connection the benchmark opens is taken (the default keeps a quarter of the
+    // descriptor limit for other files).
+    let max_connections = limit.saturating_sub(1024).to_string();
+    let server = Server::start_with(
+        &folder.path().join("commands"),
+        &folder.path().join("t.db"),
+        &["--max-connections", &max_connections],
+    )?;
     println!(
-        "reel bench --serve: one reel serve process, {sessions} sessions, {SUBSCRIBERS} SSE subscribers each"
+        "reel bench --serve: one reel serve process, {sessions} sessions, {SUBSCRIBERS} SSE subscriber each"
     );
     let ids: Vec<String> = (0..sessions).map(|i| format!("s{i}")).collect();
     for (i, id) in ids.iter().enumerate() {
-        let command = if i < ACTIVE_RUNS { "busy" } else { "quick" };
+        let command = if i < active { "busy" } else { "quick" };
         server.create(id, command).await?;
     }
 
-    // 1. Loaded and idle, then followed.
-    let empty = settled(&server).await;
+    // 1. Loaded and idle, then followed, then waited on.
+    let empty = Weight::of(&server).await?;
     for id in &ids {
         server
             .request(id, r#"{"requestId":"load","snapshot":{}}"#)
             .await?;
     }
-    let loaded = settled(&server).await;
+    let loaded = Weight::of(&server).await?;
+    let per_idle = kib_each(loaded.kib - empty.kib, sessions);
+    println!(
+        "per loaded idle session: {per_idle:.1} KiB (target at most 32 KB), {:.3} file descriptors and {:.3} tasks (target none of its own); {} KiB with none loaded, {} KiB with {sessions}",
+        loaded.descriptors.saturating_sub(empty.descriptors) as f64 / sessions as f64,
+        (loaded.tasks - empty.tasks) / sessions as f64,
+        empty.kib,
+        loaded.kib,
+    );
     let frames = Arc::new(AtomicU64::new(0));
     let (seen_tx, mut seen) = mpsc::unbounded_channel();
     let mut readers = Vec::new();
@@ -99,67 +138,65 @@ pub async fn run(bench: ServeBench) -> anyhow::Result<bool> {
         }
     }
     let followed = settled(&server).await;
-    let per_idle = kib_each(loaded - empty, sessions);
-    let per_subscriber = kib_each(followed - loaded, sessions * SUBSCRIBERS);
+    let per_subscriber = kib_each(followed - loaded.kib, sessions * SUBSCRIBERS);
+    let per_waiter = weigh_long_polls(&server, &ids[..waiters], followed).await?;
     println!(
-        "resident set: {empty} KiB with no session loaded, {loaded} KiB with {sessions} loaded and idle ({per_idle:.1} KiB each; target at most 64 KB), {followed} KiB with {} subscribers ({per_subscriber:.1} KiB each)",
+        "per SSE subscriber: {per_subscriber:.1} KiB ({} of them); per Durable Streams long-poll waiting at a tail: {per_waiter:.1} KiB ({waiters} of them) (targets at most 16 KB each)",
         sessions * SUBSCRIBERS
     );
 
-    // 2. First deltas while 100 runs stream.
-    for id in &ids[..ACTIVE_RUNS] {
+    // 2. First deltas while the paced runs stream.
+    for id in &ids[..active] {
         server
             .request(id, r#"{"requestId":"busy","submit":{"prompt":"go"}}"#)
             .await?;
     }
-    wait_for(&mut seen, ACTIVE_RUNS * SUBSCRIBERS, |s| {
+    wait_for(&mut seen, active * SUBSCRIBERS, |s| {
         matches!(s, Seen::FirstDelta(..))
     })
     .await?;
-    let active = settled(&server).await;
-    let per_active = kib_each(active.saturating_sub(followed), ACTIVE_RUNS);
-    let latencies = time_first_deltas(&server, &ids[ACTIVE_RUNS..], probes, &mut seen).await?;
+    let streaming = settled(&server).await;
+    let per_active = kib_each(streaming.saturating_sub(followed), active);
+    let latencies = time_first_deltas(&server, &ids[active..], active, probes, &mut seen).await?;
     println!(
-        "with {ACTIVE_RUNS} runs streaming: {active} KiB ({per_active:.1} KiB more per active session); submit to first delta at a subscriber over {probes} probes: p50 {:.2} ms, p99 {:.2} ms (target p99 under 20 ms)",
+        "with {active} runs streaming (a delta every 20 ms each): {streaming} KiB ({per_active:.1} KiB more per active session); submit to first delta at a subscriber over {probes} probes: p50 {:.2} ms, p99 {:.2} ms (target p99 under 20 ms)",
         percentile(&latencies, 0.50),
         percentile(&latencies, 0.99)
     );
-    for id in &ids[..ACTIVE_RUNS] {
+    for id in &ids[..active] {
         server
             .request(id, r#"{"requestId":"stop","cancel":{}}"#)
             .await?;
     }
-    wait_for(&mut seen, ACTIVE_RUNS * SUBSCRIBERS * 2, |s| {
+    wait_for(&mut seen, active * SUBSCRIBERS * 2, |s| {
         matches!(s, Seen::Done(..))
     })
     .await?;
 
-    // 3. Every session replies at once.
-    let quick = &ids[ACTIVE_RUNS..];
+    // 3. Every session replies at once (the paced ones play their script's second turn).
     let before = frames.load(Ordering::Relaxed);
     let started = Instant::now();
-    for id in quick {
+    for id in &ids {
         server
             .request(id, r#"{"requestId":"all","submit":{"prompt":"go"}}"#)
             .await?;
     }
-    wait_for(&mut seen, quick.len() * SUBSCRIBERS, |s| {
+    wait_for(&mut seen, sessions * SUBSCRIBERS, |s| {
         matches!(s, Seen::Done(..))
     })
     .await?;
     let elapsed = started.elapsed();
     let delivered = frames.load(Ordering::Relaxed) - before;
     println!(
-        "{} sessions replying {deltas} deltas each at once: {delivered} frames delivered to {} subscribers in {:.2} s, {:.0} frames/s (target at least 200,000)",
-        quick.len(),
-        quick.len() * SUBSCRIBERS,
+        "{sessions} sessions replying {deltas} deltas each at once: {delivered} frames delivered to {} subscribers in {:.2} s, {:.0} frames/s (target at least 300,000)",
+        sessions * SUBSCRIBERS,
         elapsed.as_secs_f64(),
         delivered as f64 / elapsed.as_secs_f64()
     );
     let after_runs = settled(&server).await;
     println!(
         "resident set after the replies: {after_runs} KiB ({:.1} KiB per session, subscribers included)",
-        kib_each(after_runs.saturating_sub(empty), sessions)
+        kib_each(after_runs.saturating_sub(empty.kib), sessions)
     );
     for reader in readers {
         reader.abort();
@@ -187,21 +224,50 @@ pub async fn run(bench: ServeBench) -> anyhow::Result<bool> {
     Ok(held)
 }
 
-/// The command files: `busy` streams a delta every 10 ms for a long time; `quick` replies
-/// `deltas` deltas flat out.
+/// The resident set (KiB) each Durable Streams long-poll adds while it waits at the tail of
+/// one of `ids` (idle, loaded sessions); `before` is the resident set without them. The
+/// long-polls are let go (their connections closed) before it returns.
+async fn weigh_long_polls(server: &Server, ids: &[String], before: u64) -> anyhow::Result<f64> {
+    let polls: Vec<_> = ids.iter().map(|id| server.long_poll(id)).collect();
+    wait_for_gauge(server, "reel_stream_readers", ids.len() as f64).await?;
+    let waiting = settled(server).await;
+    for poll in polls {
+        poll.abort();
+    }
+    // A closed connection ends its long-poll at once; none is left to wake in what follows.
+    wait_for_gauge(server, "reel_stream_readers", 0.0).await?;
+    Ok(kib_each(waiting.saturating_sub(before), ids.len()))
+}
+
+/// Waits (up to a minute) until the server's gauge `name` reads `value`.
+async fn wait_for_gauge(server: &Server, name: &str, value: f64) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = server.gauge(name).await?;
+        if now == value {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{name} is {now}, not {value}, after a minute");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The command files: `busy` streams a delta every 20 ms for a long time, then (its second
+/// turn) replies `deltas` deltas flat out; `quick` replies `deltas` deltas flat out.
 fn write_commands(folder: &Path, deltas: usize) -> anyhow::Result<()> {
     let commands = folder.join("commands");
     std::fs::create_dir(&commands)?;
+    let flat_out = format!("  - - repeat: {{times: {deltas}, steps: [{{text: \"tok \"}}]}}\n");
     let scripts = [
         (
             "busy",
-            "turns:\n  - - repeat: {times: 1000000, steps: [{text: \"tick \"}, {sleep_ms: 10}]}\n"
-                .to_owned(),
+            format!(
+                "turns:\n  - - repeat: {{times: 1000000, steps: [{{text: \"tick \"}}, {{sleep_ms: 20}}]}}\n{flat_out}"
+            ),
         ),
-        (
-            "quick",
-            format!("turns:\n  - - repeat: {{times: {deltas}, steps: [{{text: \"tok \"}}]}}\n"),
-        ),
+        ("quick", format!("turns:\n{flat_out}")),
     ];
     for (name, script) in scripts {
         let script_path = folder.join(format!("{name}-script.yaml"));
@@ -217,17 +283,19 @@ fn write_commands(folder: &Path, deltas: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Times `probes` submits, one at a time over `ids`, from the post to the first delta a
-/// subscriber reads (ms). Each probe's reply ends before the next one is sent.
+/// Times `probes` submits, one at a time over `ids` (the sessions from `first_index` on), from
+/// the post to the first delta a subscriber reads (ms). Each probe's reply ends before the
+/// next one is sent.
 async fn time_first_deltas(
     server: &Server,
     ids: &[String],
+    first_index: usize,
     probes: usize,
     seen: &mut mpsc::UnboundedReceiver<Seen>,
 ) -> anyhow::Result<Vec<f64>> {
     let mut latencies = Vec::with_capacity(probes);
     for probe in 0..probes {
-        let index = ACTIVE_RUNS + probe % ids.len();
+        let index = first_index + probe % ids.len();
         let id = &ids[probe % ids.len()];
         let sent = Instant::now();
         server
@@ -314,10 +382,10 @@ fn stdin_rpc_process_kib() -> anyhow::Result<u64> {
     Ok(total / SAMPLED_PROCESSES as u64)
 }
 
-/// Fails early, naming the fix, when this process may not open a socket per subscriber and
-/// the server a connection per session.
-fn check_open_files(sessions: usize) -> anyhow::Result<()> {
-    let needed = sessions * (SUBSCRIBERS + 2) + 256;
+/// The descriptor limit this process (and the server it starts) has; fails early, naming the
+/// fix, when it may not open `sockets` connections, each of which the server holds too.
+fn check_open_files(sockets: usize) -> anyhow::Result<usize> {
+    let needed = sockets + 256;
     let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
     let soft = limits
         .lines()
@@ -326,8 +394,9 @@ fn check_open_files(sessions: usize) -> anyhow::Result<()> {
         .and_then(|soft| soft.parse::<usize>().ok());
     match soft {
         Some(soft) if soft < needed => bail!(
-            "{sessions} sessions need about {needed} open files and the limit is {soft}: raise it (ulimit -n {needed}) or pass fewer --sessions"
+            "{sockets} connections need about {needed} open files and the limit is {soft}: raise it (ulimit -n {needed}) or pass fewer --sessions"
         ),
-        _ => Ok(()),
+        Some(soft) => Ok(soft),
+        None => Ok(needed + 1024),
     }
 }

@@ -45,6 +45,7 @@ pub async fn run(sessions: usize, probes: usize) -> anyhow::Result<bool> {
         &folder.path().join("commands"),
         &folder.path().join("t.db"),
         "1s",
+        &[],
     )?;
     println!(
         "reel bench --waiting: one reel serve process, {sessions} sessions each waiting for a decision"

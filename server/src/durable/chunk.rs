@@ -51,7 +51,8 @@ pub struct ChunkReader {
     id: String,
     /// The ordinal of the last event read.
     at: u64,
-    stored: Option<StoredStream>,
+    /// Boxed: a reader waiting at the tail holds only a pointer.
+    stored: Option<Box<StoredStream>>,
     /// Events read from the store and not yet put in a chunk.
     pending: VecDeque<Output>,
 }
@@ -136,9 +137,9 @@ impl ChunkReader {
     async fn fill(&mut self, catalog: &mut dyn SessionCatalog) -> Result<(), StoreError> {
         let stored = match &mut self.stored {
             Some(stored) => stored,
-            None => self
-                .stored
-                .insert(StoredStream::open(catalog, &self.id, self.at, None).await?),
+            None => self.stored.insert(Box::new(
+                StoredStream::open(catalog, &self.id, self.at, None).await?,
+            )),
         };
         self.pending.extend(stored.next_page(catalog).await?);
         Ok(())

@@ -188,6 +188,7 @@ pub async fn read(
             Ok(range.answer(&id, &chunk, None))
         }
         Some(LiveMode::LongPoll) => {
+            let _counted = host.metrics.stream_readers.reading();
             let cursor = cursor::next(params.cursor.as_deref());
             match long_poll(&host, &id, reader, behind, Instant::now() + timeout).await? {
                 Some(chunk) => Ok(range.answer(&id, &chunk, Some(cursor))),
@@ -224,10 +225,11 @@ async fn long_poll(
     }
 }
 
-/// The next chunk of `reader`'s session.
+/// The next chunk of `reader`'s session. Boxed: a reader waiting for a commit holds only
+/// what waiting needs, not room for reading the store.
 async fn read_chunk(host: &Host, reader: &mut ChunkReader) -> Result<Chunk, ApiError> {
     let mut catalog = host.source().catalog().await?;
-    Ok(reader.read(catalog.as_mut()).await?)
+    Ok(Box::pin(reader.read(catalog.as_mut())).await?)
 }
 
 /// The answer of a read with nothing to give: at the tail, never kept by a cache.
@@ -318,4 +320,27 @@ fn stream_headers(headers: &mut HeaderMap, next: Offset, up_to_date: bool, curso
         HeaderName::from_static("cross-origin-resource-policy"),
         HeaderValue::from_static("same-origin"),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(if_none_match: Option<&str>) -> Range {
+        Range {
+            created_at_ms: 1,
+            if_none_match: if_none_match.map(|v| HeaderValue::from_str(v).unwrap()),
+        }
+    }
+
+    #[test]
+    fn if_none_match_names_the_range_strongly_weakly_in_a_list_or_as_any() {
+        let etag = "\"1:00000000000000000000:00000000000000000007\"";
+        assert!(range(Some(etag)).matches(etag));
+        assert!(range(Some(&format!("W/{etag}"))).matches(etag));
+        assert!(range(Some(&format!("\"other\", {etag}"))).matches(etag));
+        assert!(range(Some("*")).matches(etag));
+        assert!(!range(Some("\"other\"")).matches(etag));
+        assert!(!range(None).matches(etag));
+    }
 }

@@ -39,6 +39,7 @@ pub fn response(
     cursor: Option<String>,
 ) -> Response {
     let reading = Reading {
+        _counted: host.metrics.stream_readers.reading(),
         host,
         id,
         reader,
@@ -69,6 +70,8 @@ pub fn response(
 
 /// One SSE reader.
 struct Reading {
+    /// Counted while its response lasts.
+    _counted: crate::metrics::ReaderGuard,
     host: Arc<Host>,
     id: String,
     reader: ChunkReader,
