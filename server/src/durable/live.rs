@@ -15,6 +15,9 @@ use crate::{error::ApiError, host::Host};
 /// How often the store is looked at for a session nobody writes here.
 const STORE_POLL: Duration = Duration::from_secs(1);
 
+/// How long a reader whose session is unloading waits before it looks again.
+const UNLOADING: Duration = Duration::from_millis(10);
+
 /// Waits until session `id` has a committed event after `after`, or until `deadline`; true
 /// when it has.
 pub async fn wait_past(
@@ -26,11 +29,18 @@ pub async fn wait_past(
     loop {
         let loaded = host.next_load();
         if let Some(mut committed) = host.committed(id) {
-            match tokio::time::timeout_at(deadline, committed.wait_for(|at| *at > after)).await {
-                Ok(Ok(_)) => return Ok(true),
+            let waited = tokio::time::timeout_at(deadline, committed.wait_for(|at| *at > after))
+                .await
+                .map(|seen| seen.is_ok());
+            match waited {
+                Ok(true) => return Ok(true),
                 Err(_timed_out) => return Ok(false),
-                // The session unloaded: look again.
-                Ok(Err(_closed)) => continue,
+                // The session is unloading: look again once it has (a moment, so that a
+                // slot not yet cleared is not looked at in a spin).
+                Ok(false) => {
+                    tokio::time::sleep(UNLOADING).await;
+                    continue;
+                }
             }
         }
         let mut catalog = host.source().catalog().await?;
