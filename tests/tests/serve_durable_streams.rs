@@ -33,6 +33,14 @@ fn exported(db: &std::path::Path, id: &str) -> Vec<Value> {
         .collect()
 }
 
+/// A server on a fresh SQLite database whose sessions play `script`; the folder holds both.
+fn serve(script: &str) -> (tempfile::TempDir, std::path::PathBuf, Served) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let served = Served::start(&scripted_command(dir.path(), script), &db, &[], &[]);
+    (dir, db, served)
+}
+
 /// Waits until session `id` has `runs` runs and the last one ended.
 async fn wait_for_runs(served: &Served, id: &str, runs: u64) {
     for _ in 0..3000 {
@@ -89,7 +97,8 @@ fn assert_same(got: &[Value], expected: &[Value], what: &str) {
     }
 }
 
-/// Offsets that sort (as strings) in the order they came, each past the one before.
+/// Offsets that sort (as strings) in the order they came, never going back (an SSE reader's
+/// batch that only says "up to date" repeats the offset before it).
 fn assert_increasing(batches: &[Batch]) {
     let offsets: Vec<&str> = batches.iter().map(|b| b.offset.as_str()).collect();
     assert!(
@@ -100,9 +109,7 @@ fn assert_increasing(batches: &[Batch]) {
 
 #[tokio::test]
 async fn the_official_client_reads_a_finished_run_as_the_export_has_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    let served = Served::start(&scripted_command(dir.path(), LONG_REPLY), &db, &[], &[]);
+    let (_dir, db, served) = serve(LONG_REPLY);
     served.create("s").await;
     served.request("s", &submit("go")).await;
     wait_for_runs(&served, "s", 1).await;
@@ -126,9 +133,7 @@ async fn the_official_client_reads_a_finished_run_as_the_export_has_it() {
 
 #[tokio::test]
 async fn live_readers_get_every_frame_of_a_run_in_order_by_long_poll_and_by_sse() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    let served = Served::start(&scripted_command(dir.path(), SLOW_REPLY), &db, &[], &[]);
+    let (_dir, db, served) = serve(SLOW_REPLY);
     served.create("s").await;
     let url = served.url("/v1/sessions/s/stream");
     let Some(mut long_poll) = reader(&url, None, json!("long-poll"), true) else {
@@ -204,9 +209,7 @@ async fn stream_reads(served: &Served) -> u64 {
 
 #[tokio::test]
 async fn a_cache_in_front_serves_a_finished_range_again_and_passes_the_live_tail_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    let served = Served::start(&scripted_command(dir.path(), SLOW_REPLY), &db, &[], &[]);
+    let (_dir, db, served) = serve(SLOW_REPLY);
     let Some(proxy) = CachingProxy::start(&served.base) else {
         return;
     };
@@ -251,9 +254,7 @@ async fn a_cache_in_front_serves_a_finished_range_again_and_passes_the_live_tail
 
 #[tokio::test]
 async fn the_python_client_reads_it_too() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    let served = Served::start(&scripted_command(dir.path(), SLOW_REPLY), &db, &[], &[]);
+    let (_dir, db, served) = serve(SLOW_REPLY);
     served.create("s").await;
     served.request("s", &submit("go")).await;
     wait_for_runs(&served, "s", 1).await;
@@ -313,9 +314,7 @@ fn sse_events(body: &str) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn the_protocols_rules_hold_on_the_wire() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    let served = Served::start(&scripted_command(dir.path(), LONG_REPLY), &db, &[], &[]);
+    let (_dir, db, served) = serve(LONG_REPLY);
     served.create("s").await;
     served.request("s", &submit("go")).await;
     wait_for_runs(&served, "s", 1).await;

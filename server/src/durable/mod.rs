@@ -310,6 +310,12 @@ fn stream_headers(headers: &mut HeaderMap, next: Offset, up_to_date: bool, curso
     if let Some(cursor) = cursor.and_then(|c| HeaderValue::from_str(&c).ok()) {
         headers.insert(CURSOR, cursor);
     }
+    guard_headers(headers);
+}
+
+/// What a browser and a cache may do with any answer of the stream: keep nothing (unless the
+/// caller says otherwise after), sniff nothing, embed it in no other site.
+fn guard_headers(headers: &mut HeaderMap) {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(header::VARY, HeaderValue::from_static("Authorization"));
     headers.insert(

@@ -19,9 +19,9 @@ use tokio::time::Instant;
 
 use super::{
     chunk::{Chunk, ChunkReader},
-    cursor, live,
+    cursor, guard_headers, live,
     offset::Offset,
-    read_chunk, stream_headers,
+    read_chunk,
 };
 use crate::host::Host;
 
@@ -53,9 +53,8 @@ pub fn response(
     });
     let mut response = Body::from_stream(events).into_response();
     let headers = response.headers_mut();
-    stream_headers(headers, Offset(0), false, None);
     // SSE carries its offsets in control events, not in the response's headers.
-    headers.remove(super::NEXT_OFFSET);
+    guard_headers(headers);
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
