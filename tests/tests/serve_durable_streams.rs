@@ -500,3 +500,50 @@ async fn the_stream_needs_the_token_as_every_route_does() {
     };
     assert_eq!(reader.all().len(), 1);
 }
+
+/// A session removed while readers wait at its tail: the long-poll ends with 404 (it does not
+/// wait out its timeout), the SSE response ends, and the next read is 404.
+#[tokio::test]
+async fn a_removed_session_ends_its_readers_and_then_is_not_found() {
+    let (_dir, db, served) = serve(SLOW_REPLY);
+    served.create("s").await;
+    let url = served.url("/v1/sessions/s/stream");
+    let long_poll = tokio::spawn({
+        let url = format!("{url}?offset=now&live=long-poll&timeout=30");
+        async move {
+            let started = std::time::Instant::now();
+            let status = reqwest::get(url).await.unwrap().status().as_u16();
+            (status, started.elapsed())
+        }
+    });
+    let sse = tokio::spawn(get_sse_to_end(format!("{url}?offset=now&live=sse")));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let db = db.to_str().unwrap().to_owned();
+    let (status, _, stderr) =
+        tokio::task::spawn_blocking(move || run_text(&["rm", "s", "--timeline-db", &db]))
+            .await
+            .unwrap();
+    assert_eq!(status, Some(0), "{stderr}");
+    let (status, took) = long_poll.await.unwrap();
+    assert_eq!(status, 404);
+    assert!(
+        took < Duration::from_secs(20),
+        "it ended with the session: {took:?}"
+    );
+    let body = tokio::time::timeout(Duration::from_secs(20), sse)
+        .await
+        .expect("the SSE response ends with the session")
+        .unwrap();
+    assert!(body.contains("event: control"), "{body}");
+    assert_eq!(get(&url, &[]).await.0, 404);
+}
+
+/// The whole body of an SSE response, until the server ends it.
+async fn get_sse_to_end(url: String) -> String {
+    let mut response = reqwest::get(url).await.unwrap();
+    let mut body = String::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        body.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    body
+}
