@@ -102,24 +102,31 @@ impl FrameChannel {
             .unwrap_or(0)
     }
 
-    /// Hands `frame` to every subscriber without waiting. A frame of the log for a queue that
-    /// holds [`LIVE_FRAMES`] is dropped (its subscriber reads it from the store); a request's
-    /// own frame (its `done`, an error), which the store does not hold, always goes. A
-    /// subscriber gone is forgotten.
-    pub(crate) fn send(&self, frame: Frame) {
-        let frame = Arc::new(frame);
-        self.subscribers().retain(|s| {
-            if let Some(position) = frame.position
-                && s.shared.queued.load(Ordering::Acquire) >= LIVE_FRAMES
-            {
-                s.shared
-                    .missed_through
-                    .fetch_max(position.ordinal, Ordering::AcqRel);
-                return true;
-            }
-            s.shared.queued.fetch_add(1, Ordering::AcqRel);
-            s.tx.send(Arc::clone(&frame)).is_ok()
-        });
+    /// Hands the frames `make` encodes to every subscriber without waiting; with no subscriber
+    /// nothing is encoded (later subscribers read the store). One look at the list per output,
+    /// whatever its frames. A frame of the log for a queue that holds [`LIVE_FRAMES`] is
+    /// dropped (its subscriber reads it from the store); a request's own frame (its `done`, an
+    /// error), which the store does not hold, always goes. A subscriber gone is forgotten.
+    pub(crate) fn send_all(&self, make: impl FnOnce() -> Vec<Frame>) {
+        let mut subscribers = self.subscribers();
+        if subscribers.is_empty() {
+            return;
+        }
+        for frame in make() {
+            let frame = Arc::new(frame);
+            subscribers.retain(|s| {
+                if let Some(position) = frame.position
+                    && s.shared.queued.load(Ordering::Acquire) >= LIVE_FRAMES
+                {
+                    s.shared
+                        .missed_through
+                        .fetch_max(position.ordinal, Ordering::AcqRel);
+                    return true;
+                }
+                s.shared.queued.fetch_add(1, Ordering::AcqRel);
+                s.tx.send(Arc::clone(&frame)).is_ok()
+            });
+        }
     }
 
     fn subscribers(&self) -> std::sync::MutexGuard<'_, Vec<Subscriber>> {
@@ -156,16 +163,17 @@ mod tests {
         let mut fast = channel.subscribe();
         let full = LIVE_FRAMES as u64;
         for n in 1..=full {
-            channel.send(frame(n));
+            channel.send_all(|| vec![frame(n)]);
             assert_eq!(ordinal(fast.recv().await), Some(n));
         }
         assert_eq!(channel.len(), LIVE_FRAMES);
-        channel.send(frame(full + 1));
-        channel.send(frame(full + 2));
+        channel.send_all(|| vec![frame(full + 1), frame(full + 2)]);
         // A request's own frame (`done`) is not in the store: it is queued all the same.
-        channel.send(Frame {
-            position: None,
-            json: "{\"done\":{}}".into(),
+        channel.send_all(|| {
+            vec![Frame {
+                position: None,
+                json: "{\"done\":{}}".into(),
+            }]
         });
         assert_eq!(ordinal(fast.recv().await), Some(full + 1));
         assert!(matches!(slow.recv().await, Live::Lagged(n) if n == full + 2));

@@ -206,13 +206,7 @@ impl Sink for FramesSink {
                     }
                     self.activity.follow_approvals(&committed.entry.event);
                 }
-                // With nobody listening nothing is encoded: later subscribers read the store.
-                if self.frames.receiver_count() == 0 {
-                    continue;
-                }
-                for frame in frames_of(output) {
-                    self.frames.send(frame);
-                }
+                self.frames.send_all(|| frames_of(output));
             }
         }
         Ok(())

@@ -119,9 +119,9 @@ pub struct Host {
     /// Set when the server starts stopping: no session loads after.
     stopping: AtomicBool,
     writers: TaskTracker,
-    /// Told each time a session loads: a reader waiting for a session nobody writes learns
-    /// that someone does now.
-    loads: Notify,
+    /// Per session some reader waits on while nobody writes it here: told when it loads, so
+    /// the reader learns at once that someone does now (and no other reader wakes).
+    loads: std::sync::Mutex<HashMap<String, Weak<Notify>>>,
     pub metrics: Metrics,
     /// Forwards writes to the node that writes a session (scale-out; see [`crate::forward`]).
     pub forwarder: crate::forward::Forwarder,
@@ -138,7 +138,7 @@ impl Host {
             stop: CancellationToken::new(),
             stopping: AtomicBool::new(false),
             writers: TaskTracker::new(),
-            loads: Notify::new(),
+            loads: std::sync::Mutex::new(HashMap::new()),
             metrics: Metrics::new(),
             forwarder: crate::forward::Forwarder::new(cluster_token),
         }
@@ -177,7 +177,10 @@ impl Host {
             let hosted = slot.get_or_try_init(load).await?;
             if loaded_now {
                 // Once it is in its slot, where a waiting reader looks.
-                self.loads.notify_waiters();
+                let told = self.load_notices().remove(id).and_then(|n| n.upgrade());
+                if let Some(told) = told {
+                    told.notify_waiters();
+                }
             }
             if hosted.is_loaded() {
                 return Ok(Arc::clone(hosted));
@@ -280,10 +283,29 @@ impl Host {
             .and_then(|hosted| hosted.committed.clone())
     }
 
-    /// Resolves at the next load of any session. Make it before looking whether a session is
-    /// loaded, so that a load between the look and the wait is not missed.
-    pub fn next_load(&self) -> tokio::sync::futures::Notified<'_> {
-        self.loads.notified()
+    /// What tells of session `id`'s next load: wait on its `notified()`, made before looking
+    /// whether the session is loaded, so that a load between the look and the wait is not
+    /// missed.
+    pub fn load_notice(&self, id: &str) -> Arc<Notify> {
+        let mut notices = self.load_notices();
+        if let Some(notice) = notices.get(id).and_then(Weak::upgrade) {
+            return notice;
+        }
+        // Notices nobody waits on any more go as the map doubles: it stays within twice the
+        // sessions waited on.
+        if notices.len() >= 64 && notices.len().is_power_of_two() {
+            notices.retain(|_, notice| notice.strong_count() > 0);
+        }
+        let notice = Arc::new(Notify::new());
+        notices.insert(id.to_owned(), Arc::downgrade(&notice));
+        notice
+    }
+
+    fn load_notices(&self) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Notify>>> {
+        // Inserts and removals only: a panic while it was held left the map whole.
+        self.loads
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// What is loaded now, for the metrics.

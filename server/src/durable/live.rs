@@ -27,7 +27,8 @@ pub async fn wait_past(
     deadline: Instant,
 ) -> Result<bool, ApiError> {
     loop {
-        let loaded = host.next_load();
+        let notice = host.load_notice(id);
+        let loaded = notice.notified();
         if let Some(mut committed) = host.committed(id) {
             let waited = tokio::time::timeout_at(deadline, committed.wait_for(|at| *at > after))
                 .await
