@@ -175,8 +175,13 @@ pub async fn read(
     drop(catalog);
     let range = Range {
         created_at_ms: session.created_at_ms,
-        if_none_match: headers.get(header::IF_NONE_MATCH).cloned(),
+        // Copied out, and the headers let go: their bytes share the connection's read buffer,
+        // which a long-poll holding them would keep alive while hyper reads into a new one.
+        if_none_match: (headers.get(header::IF_NONE_MATCH))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
     };
+    drop(headers);
     // A reader at the tail opens no stored stream until there is something to read.
     let behind = after < session.events;
     let mut reader = ChunkReader::new(&id, after);
@@ -247,7 +252,7 @@ fn at_tail(tail: u64, cursor: Option<String>, status: StatusCode) -> Response {
 struct Range {
     /// A session removed and made again under its id is another stream: its ranges are too.
     created_at_ms: i64,
-    if_none_match: Option<HeaderValue>,
+    if_none_match: Option<String>,
 }
 
 impl Range {
@@ -287,7 +292,7 @@ impl Range {
 
     /// Whether `If-None-Match` names `etag` (or is `*`).
     fn matches(&self, etag: &str) -> bool {
-        let Some(given) = self.if_none_match.as_ref().and_then(|v| v.to_str().ok()) else {
+        let Some(given) = self.if_none_match.as_deref() else {
             return false;
         };
         given
@@ -335,7 +340,7 @@ mod tests {
     fn range(if_none_match: Option<&str>) -> Range {
         Range {
             created_at_ms: 1,
-            if_none_match: if_none_match.map(|v| HeaderValue::from_str(v).unwrap()),
+            if_none_match: if_none_match.map(str::to_owned),
         }
     }
 
