@@ -27,8 +27,6 @@ pub async fn wait_past(
     deadline: Instant,
 ) -> Result<bool, ApiError> {
     loop {
-        let notice = host.load_notice(id);
-        let loaded = notice.notified();
         if let Some(mut committed) = host.committed(id) {
             let waited = tokio::time::timeout_at(deadline, committed.wait_for(|at| *at > after))
                 .await
@@ -43,6 +41,14 @@ pub async fn wait_past(
                     continue;
                 }
             }
+        }
+        // Not loaded here: the notice of its load is made before looking again, so that a
+        // load between that look and the wait is not missed (a loaded session, the common
+        // case, needs none).
+        let notice = host.load_notice(id);
+        let loaded = notice.notified();
+        if host.committed(id).is_some() {
+            continue;
         }
         let mut catalog = host.source().catalog().await?;
         let stored = crate::api::summary(catalog.as_mut(), id).await?.events;
