@@ -11,27 +11,24 @@
 //! * `GET /healthz` and the chat page `GET /` ([`crate::page`]), outside the token's guard
 //!   (see `lib.rs`).
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Duration};
 
 use axum::{
     Router,
     body::Bytes,
-    extract::{DefaultBodyLimit, MatchedPath, Request, State, rejection::BytesRejection},
-    http::{StatusCode, header},
-    middleware::{self, Next},
+    extract::{DefaultBodyLimit, State, rejection::BytesRejection},
+    http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
     routing::{get, post},
 };
 use reel_engine::{ErrorCode, SessionCatalog, SessionSummary};
 use serde::de::DeserializeOwned;
+use tower::ServiceBuilder;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::{
-    durable, error::ApiError, export, frames::Position, host::Host, openapi, search, session_io,
-    sessions,
+    durable, error::ApiError, export, frames::Position, guard::Guard, host::Host, openapi, search,
+    session_io, sessions,
 };
 
 /// The largest request body: a request line as large as stdin RPC takes.
@@ -40,8 +37,8 @@ pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
 /// How long a request's body may take to arrive (a client that trickles it is cut off).
 const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The routes, on `host`'s sessions.
-pub fn routes(host: Arc<Host>) -> Router {
+/// The routes, on `host`'s sessions, each behind `guard` (see [`Guard::api`]).
+pub fn routes(host: Arc<Host>, guard: Guard) -> Router {
     Router::new()
         .route(
             "/v1/sessions",
@@ -60,33 +57,15 @@ pub fn routes(host: Arc<Host>) -> Router {
         .route("/v1/search", get(search::search))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi::document))
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
-        .layer(middleware::from_fn(refuse_oversized))
-        .layer(middleware::from_fn_with_state(
-            Arc::clone(&host),
-            time_request,
-        ))
+        // One layer for all of it, so that a request's future is boxed once, not once a
+        // check (a waiting long-poll holds it for its whole wait).
+        .layer(
+            ServiceBuilder::new()
+                .layer(guard)
+                .layer(RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
+                .layer(DefaultBodyLimit::max(BODY_LIMIT)),
+        )
         .with_state(host)
-}
-
-/// Records how long each request took to answer (to the response's start: an event stream
-/// counts until its first byte), by route.
-async fn time_request(State(host): State<Arc<Host>>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = request.method().clone();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
-    let response = next.run(request).await;
-    host.metrics.observe_request(
-        method.as_str(),
-        &route,
-        response.status().as_u16(),
-        started.elapsed(),
-    );
-    response
 }
 
 #[utoipa::path(
@@ -102,9 +81,8 @@ pub async fn metrics(State(host): State<Arc<Host>>) -> Response {
 
 /// Refuses a body that says it is over [`BODY_LIMIT`] before reading any of it (one without a
 /// length is cut off at the limit as it is read).
-async fn refuse_oversized(request: Request, next: Next) -> Result<Response, ApiError> {
-    let length = request
-        .headers()
+pub fn refuse_oversized(headers: &HeaderMap) -> Result<(), ApiError> {
+    let length = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
@@ -114,7 +92,7 @@ async fn refuse_oversized(request: Request, next: Next) -> Result<Response, ApiE
             ErrorCode::RequestTooLarge,
             format!("a body of {length} bytes; the limit is {BODY_LIMIT} bytes"),
         )),
-        _ => Ok(next.run(request).await),
+        _ => Ok(()),
     }
 }
 

@@ -6,12 +6,7 @@
 
 use std::sync::Arc;
 
-use axum::{
-    extract::{Request, State},
-    http::{StatusCode, header},
-    middleware::Next,
-    response::Response,
-};
+use axum::http::{HeaderMap, StatusCode, header};
 use reel_engine::ErrorCode;
 use subtle::ConstantTimeEq;
 
@@ -26,29 +21,26 @@ pub struct Tokens {
     pub cluster: Option<Arc<str>>,
 }
 
-/// Lets a request through when it carries the token.
-pub async fn require_token(
-    State(tokens): State<Tokens>,
-    request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(bearer);
-    let expected = match &tokens.cluster {
-        Some(cluster) if forward::was_forwarded(request.headers()) => cluster,
-        _ => &tokens.client,
-    };
-    match presented {
-        Some(presented) if bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) => {
-            Ok(next.run(request).await)
+impl Tokens {
+    /// Lets a request through when it carries the token (401 otherwise).
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(bearer);
+        let expected = match &self.cluster {
+            Some(cluster) if forward::was_forwarded(headers) => cluster,
+            _ => &self.client,
+        };
+        match presented {
+            Some(presented) if bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) => {
+                Ok(())
+            }
+            Some(_) => Err(refused("the bearer token is wrong")),
+            None => Err(refused(
+                "this server needs Authorization: Bearer <token> (the token is in the environment variable --token-env names)",
+            )),
         }
-        Some(_) => Err(refused("the bearer token is wrong")),
-        None => Err(refused(
-            "this server needs Authorization: Bearer <token> (the token is in the environment variable --token-env names)",
-        )),
     }
 }
 

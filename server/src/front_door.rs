@@ -16,10 +16,8 @@
 use std::{net::IpAddr, sync::Arc};
 
 use axum::{
-    extract::{Request, State},
+    extract::Request,
     http::{HeaderMap, Method, StatusCode, header},
-    middleware::Next,
-    response::{IntoResponse, Response},
 };
 use reel_engine::ErrorCode;
 
@@ -86,51 +84,52 @@ impl Door {
             .is_some_and(|(authority, host)| authority.eq_ignore_ascii_case(host));
         own || self.allowed.origins.contains(&origin)
     }
-}
 
-/// Answers only requests whose `Host` names this server (421 otherwise).
-pub async fn check_host(State(door): State<Door>, request: Request, next: Next) -> Response {
-    match request_host(&request) {
-        Some(host) if !door.answers_host(&host) => ApiError::new(
-            StatusCode::MISDIRECTED_REQUEST,
-            ErrorCode::HostNotAllowed,
-            format!(
-                "this server does not answer for host {host:?} (a page whose name points at this machine may be trying to reach it); if you reach it by that name, start it with --allow-host {}",
-                host_of(&host)
-            ),
-        )
-        .into_response(),
-        _ => next.run(request).await,
+    /// Answers only requests whose `Host` names this server (421 otherwise).
+    pub fn check_host(&self, request: &Request) -> Result<(), ApiError> {
+        match request_host(request) {
+            Some(host) if !self.answers_host(&host) => Err(ApiError::new(
+                StatusCode::MISDIRECTED_REQUEST,
+                ErrorCode::HostNotAllowed,
+                format!(
+                    "this server does not answer for host {host:?} (a page whose name points at this machine may be trying to reach it); if you reach it by that name, start it with --allow-host {}",
+                    host_of(&host)
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
-}
 
-/// Refuses API requests sent by another site's page, and JSON routes' bodies of another type.
-pub async fn check_origin(State(door): State<Door>, request: Request, next: Next) -> Response {
-    let headers = request.headers();
-    let host = request_host(&request);
-    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-    let refused = match origin {
-        Some(origin) if !door.trusts_origin(origin, host.as_deref()) => Some(format!(
-            "a page at {origin:?} may not call this server; start it with --allow-origin {origin} if you trust that page"
-        )),
-        Some(_) => None,
-        None => match headers.get("sec-fetch-site").map(|v| v.as_bytes()) {
-            Some(b"cross-site" | b"same-site") => Some(
-                "a page of another site may not call this server (Sec-Fetch-Site); open the page this server serves, or start it with --allow-origin ORIGIN".to_owned(),
-            ),
-            _ => None,
-        },
-    };
-    if let Some(message) = refused {
-        return ApiError::new(StatusCode::FORBIDDEN, ErrorCode::ForbiddenOrigin, message)
-            .into_response();
+    /// Refuses API requests sent by another site's page (403), and JSON routes' bodies of
+    /// another type (415).
+    pub fn check_origin(&self, request: &Request) -> Result<(), ApiError> {
+        let headers = request.headers();
+        let host = request_host(request);
+        let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+        let refused = match origin {
+            Some(origin) if !self.trusts_origin(origin, host.as_deref()) => Some(format!(
+                "a page at {origin:?} may not call this server; start it with --allow-origin {origin} if you trust that page"
+            )),
+            Some(_) => None,
+            None => match headers.get("sec-fetch-site").map(|v| v.as_bytes()) {
+                Some(b"cross-site" | b"same-site") => Some(
+                    "a page of another site may not call this server (Sec-Fetch-Site); open the page this server serves, or start it with --allow-origin ORIGIN".to_owned(),
+                ),
+                _ => None,
+            },
+        };
+        if let Some(message) = refused {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::ForbiddenOrigin,
+                message,
+            ));
+        }
+        if request.method() == Method::POST {
+            check_json(headers)?;
+        }
+        Ok(())
     }
-    if request.method() == Method::POST
-        && let Err(error) = check_json(headers)
-    {
-        return error.into_response();
-    }
-    next.run(request).await
 }
 
 /// A POST's body must be JSON: `Content-Type: application/json`, or no body and no type.

@@ -23,6 +23,7 @@ mod frame_channel;
 mod frame_queue;
 mod frames;
 mod front_door;
+mod guard;
 mod guarded_io;
 mod host;
 mod idle;
@@ -42,7 +43,7 @@ mod ws_forward;
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
-use axum::{Router, middleware, routing::get};
+use axum::{Router, routing::get};
 use tokio_util::sync::CancellationToken;
 
 pub use connections::default_max_connections;
@@ -121,19 +122,16 @@ pub async fn serve(
         listen: options.listen.ip(),
         allowed: Arc::new(options.allowed),
     };
-    let mut app = api::routes(Arc::clone(&host));
-    if let Some(token) = options.token {
-        let tokens = auth::Tokens {
-            client: Arc::from(token),
-            cluster: options.cluster_token.map(Arc::from),
-        };
-        app = app.layer(middleware::from_fn_with_state(tokens, auth::require_token));
-    }
-    // Outside the token's guard: a page of another site is refused whether or not it has one.
-    let app = app.layer(middleware::from_fn_with_state(
-        door.clone(),
-        front_door::check_origin,
-    ));
+    let tokens = options.token.map(|token| auth::Tokens {
+        client: Arc::from(token),
+        cluster: options.cluster_token.map(Arc::from),
+    });
+    // The origin check is outside the token's: a page of another site is refused whether or
+    // not it has one.
+    let app = api::routes(
+        Arc::clone(&host),
+        guard::Guard::api(door.clone(), tokens, Arc::clone(&host)),
+    );
     let sweeping = Arc::clone(&host);
     let idle_timeout = options.idle_timeout;
     let sweeper =
@@ -146,7 +144,7 @@ pub async fn serve(
         .route("/healthz", get(openapi::health))
         .merge(page::routes())
         .merge(app)
-        .layer(middleware::from_fn_with_state(door, front_door::check_host));
+        .layer(guard::Guard::host(door));
     let connections = connections::Connections::new(app, options.max_connections);
     listening(address);
     // At `stop` the listener closes at once and the sessions are shut down; their streams end
