@@ -59,31 +59,42 @@ impl OpenedSession {
     /// The session's writer, for a host of sessions: readies it, answers `incoming` with
     /// [`super::serve`] until they end or `stop`, then closes its sinks (the store releases
     /// the lease), saying on stderr each one that failed.
-    pub async fn write(mut self, incoming: mpsc::Receiver<Incoming>, stop: CancellationToken) {
-        // Boxed, as the engine's request handling is: the future of a session that sits idle
-        // keeps only what it holds, not room for the largest thing it ever awaits.
-        Box::pin(self.ready()).await;
-        let Self { session, runs } = self;
-        let id = session.id().to_owned();
-        let (session, end) = super::serve(session, runs.serve_config(), incoming, stop).await;
-        for failure in Box::pin(session.close()).await {
-            tracing::error!(
-                "session {id}: output {} failed: {}",
-                failure.sink,
-                failure.message
-            );
+    pub fn write(
+        self,
+        incoming: mpsc::Receiver<Incoming>,
+        stop: CancellationToken,
+    ) -> impl Future<Output = ()> {
+        // Taken apart before the future is made: an `async fn` keeps its arguments for its
+        // whole life beside what they are moved into, and an idle session's writer would hold
+        // the session and its run setup twice.
+        let Self {
+            mut session,
+            mut runs,
+        } = self;
+        async move {
+            // Boxed, as the engine's request handling is: the future of a session that sits
+            // idle keeps only what it holds, not room for the largest thing it ever awaits.
+            Box::pin(Self::ready(&mut session, &mut runs)).await;
+            let id = session.id().to_owned();
+            let (session, end) = super::serve(session, runs.serve_config(), incoming, stop).await;
+            for failure in Box::pin(session.close()).await {
+                tracing::error!(
+                    "session {id}: output {} failed: {}",
+                    failure.sink,
+                    failure.message
+                );
+            }
+            tracing::debug!("session {id} unloaded ({end:?})");
         }
-        tracing::debug!("session {id} unloaded ({end:?})");
     }
 
     /// Readies the session for requests: closes a run its last process left open (as resume
     /// does), then appends what opening it announced.
-    async fn ready(&mut self) {
+    async fn ready(session: &mut Session, runs: &mut RunSetup) {
         let none: Arc<str> = Arc::from("");
-        let tools = &self.runs.tools;
-        Box::pin(self.session.close_interrupted_run(&none, tools)).await;
-        for event in std::mem::take(&mut self.runs.announcements) {
-            self.session.append(&none, event).await;
+        Box::pin(session.close_interrupted_run(&none, &runs.tools)).await;
+        for event in std::mem::take(&mut runs.announcements) {
+            session.append(&none, event).await;
         }
     }
 }

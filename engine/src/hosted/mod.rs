@@ -106,21 +106,25 @@ pub use hosting::{OpenedSession, RunSetup};
 pub use request_line::{ParsedLine, parse_line, too_large};
 
 /// Serves `session` until the input ends, a shutdown request, a read failure or `interrupt`.
-pub async fn serve(
+pub fn serve<'a>(
     session: Session,
-    config: ServeConfig<'_>,
+    config: ServeConfig<'a>,
     incoming: mpsc::Receiver<Incoming>,
     interrupt: CancellationToken,
-) -> (Session, ServeEnd) {
+) -> impl Future<Output = (Session, ServeEnd)> + 'a {
+    // Not an `async fn`: one keeps its arguments for its whole life beside what they are moved
+    // into, so the session and the config would be held twice by every idle session's writer.
     let mut server = Server {
         session,
         config,
         bound: false,
         active: None,
     };
-    Box::pin(server.take_up_waiting_run()).await;
-    let end = server.serve(incoming, interrupt).await;
-    (server.session, end)
+    async move {
+        Box::pin(server.take_up_waiting_run()).await;
+        let end = server.serve(incoming, interrupt).await;
+        (server.session, end)
+    }
 }
 
 struct Server<'a> {
@@ -128,8 +132,9 @@ struct Server<'a> {
     config: ServeConfig<'a>,
     /// Whether the first request has bound the session id.
     bound: bool,
-    /// The submit being answered.
-    active: Option<ActiveRun<'a>>,
+    /// The submit being answered (boxed: an idle session's writer would otherwise keep room
+    /// for a run it does not have, 1.3 KB).
+    active: Option<Box<ActiveRun<'a>>>,
 }
 
 /// What the loop does after handling a request.
@@ -262,7 +267,7 @@ impl<'a> Server<'a> {
     /// while it waited): it waits here now, and the first `approve` continues it.
     async fn take_up_waiting_run(&mut self) {
         let request = self.run_request(Arc::from(""), String::new());
-        self.active = self.session.resume_waiting_run(request).await;
+        self.active = self.session.resume_waiting_run(request).await.map(Box::new);
     }
 
     /// Whether `run` can do nothing until a person decides, and the store keeps it waiting
@@ -444,7 +449,7 @@ impl<'a> Server<'a> {
     }
 }
 
-async fn next_event(active: &mut Option<ActiveRun<'_>>) -> RunEvent {
+async fn next_event(active: &mut Option<Box<ActiveRun<'_>>>) -> RunEvent {
     match active {
         Some(run) => run.next_event().await,
         None => std::future::pending().await,

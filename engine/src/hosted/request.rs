@@ -224,7 +224,7 @@ impl<'a> Server<'a> {
             budgets: self.config.budgets,
             context_policy: self.config.context_policy.clone(),
         };
-        self.active = Some(self.session.start_compaction(request).await);
+        self.active = Some(Box::new(self.session.start_compaction(request).await));
         Next::Continue
     }
 
@@ -252,7 +252,7 @@ impl<'a> Server<'a> {
     /// Starts a run of `prompt` answering request `rid`.
     pub(super) async fn start_prompt(&mut self, rid: Arc<str>, prompt: String) {
         let request = self.run_request(rid, prompt);
-        self.active = Some(self.session.start_run(request).await);
+        self.active = Some(Box::new(self.session.start_run(request).await));
     }
 
     /// What a run answering request `rid` with `prompt` is made with.
