@@ -7,7 +7,7 @@
 //! 1. per loaded idle session: the resident set, file descriptors and tasks it adds (each
 //!    loaded by a `snapshot` request; an idle session should hold no descriptor or task of
 //!    its own); then the resident set per subscriber, and per Durable Streams long-poll
-//!    waiting at a session's tail (on 4 sessions in 10);
+//!    waiting at a session's tail (one a session, up to 4,000);
 //! 2. with up to 1,000 sessions streaming paced replies (a delta every 20 ms, a model's pace),
 //!    the resident set per active session, and the time from posting a submit to its first
 //!    delta at a subscriber, for probes sent one at a time to the other sessions (p50, p99);
@@ -46,8 +46,9 @@ const HELD_FROM_SESSIONS: usize = 1_000;
 const MAX_ACTIVE_RUNS: usize = 1_000;
 /// Subscribers per session.
 const SUBSCRIBERS: usize = 1;
-/// Durable Streams long-polls per ten sessions.
-const WAITERS_PER_TEN: usize = 4;
+/// Durable Streams long-polls at most, one a session: as many as the descriptor limit leaves
+/// beside 10,000 subscribers (fewer would leave the figure to a few allocator pages).
+const MAX_WAITERS: usize = 4_000;
 /// `reel --stdin-rpc` processes started to weigh one.
 const SAMPLED_PROCESSES: usize = 20;
 
@@ -88,7 +89,7 @@ pub async fn run(bench: ServeBench) -> anyhow::Result<bool> {
         bail!("--sessions must be 20 at least (nine in ten stream while the others are probed)");
     }
     let active = (sessions * 9 / 10).min(MAX_ACTIVE_RUNS);
-    let waiters = sessions * WAITERS_PER_TEN / 10;
+    let waiters = sessions.min(MAX_WAITERS);
     let limit = check_open_files(sessions * SUBSCRIBERS + waiters)?;
     let folder = tempfile::tempdir()?;
     write_commands(folder.path(), deltas)?;
