@@ -1,4 +1,5 @@
-//! The HTTP routes, and what every route shares: the body limit, JSON bodies, request timing.
+//! The HTTP routes, and what every route shares: the body limit and JSON bodies (the checks
+//! in front of them, and their timing, are [`crate::guard`]).
 //!
 //! * `POST /v1/sessions`, `GET /v1/sessions`, `GET /v1/sessions/{id}`: [`crate::sessions`].
 //! * `POST /v1/sessions/{id}/requests`, `GET /v1/sessions/{id}/events`,

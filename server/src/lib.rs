@@ -126,8 +126,8 @@ pub async fn serve(
         client: Arc::from(token),
         cluster: options.cluster_token.map(Arc::from),
     });
-    // The origin check is outside the token's: a page of another site is refused whether or
-    // not it has one.
+    // The guard checks the origin before the token: a page of another site is refused whether
+    // or not it has one.
     let app = api::routes(
         Arc::clone(&host),
         guard::Guard::api(door.clone(), tokens, Arc::clone(&host)),
