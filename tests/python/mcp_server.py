@@ -40,8 +40,12 @@ async def slow(seconds: float, marker: str) -> str:
     try:
         await asyncio.sleep(seconds)
     except asyncio.CancelledError:
-        with open(marker, "w") as file:
+        # Written aside, then renamed: the test polls for the marker, and would otherwise read
+        # it between its creation and its write (empty).
+        partial = marker + ".partial"
+        with open(partial, "w") as file:
             file.write("cancelled")
+        os.replace(partial, marker)
         raise
     return "done"
 
