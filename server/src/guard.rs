@@ -123,16 +123,23 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         let timing = match self.guard.admit(&request) {
-            Ok(timing) => timing,
+            Ok(Some(timing)) => timing,
+            // The host's guard: nothing to time, and the page's routes take no body.
+            Ok(None) => {
+                return Answer::Called {
+                    inner: self.inner.call(request),
+                    timing: None,
+                };
+            }
             Err(refusal) => return Answer::refused(refusal.into_response(), None),
         };
-        // Timed, as every request past the token is, though refused before its body is read.
+        // Timed, as every API request past the token is, though refused before its body is read.
         if let Err(error) = refuse_oversized(request.headers()) {
-            return Answer::refused(error.into_response(), timing);
+            return Answer::refused(error.into_response(), Some(timing));
         }
         Answer::Called {
             inner: self.inner.call(request),
-            timing,
+            timing: Some(timing),
         }
     }
 }
