@@ -23,7 +23,7 @@ use std::{
 
 use axum::{
     extract::{MatchedPath, Request},
-    http::Method,
+    http::{Method, StatusCode},
     response::{IntoResponse, Response},
 };
 use pin_project_lite::pin_project;
@@ -80,12 +80,19 @@ impl Guard {
                 if let Some(tokens) = tokens {
                     tokens.check(request.headers())?;
                 }
-                Ok(Some(Timing {
+                let timing = Timing {
                     started: Instant::now(),
                     method: request.method().clone(),
                     route: request.extensions().get::<MatchedPath>().cloned(),
                     host: Arc::clone(host),
-                }))
+                };
+                // Timed, as every request past the token is, though refused before its body
+                // is read.
+                if let Err(error) = refuse_oversized(request.headers()) {
+                    timing.observe(error.status);
+                    return Err(error);
+                }
+                Ok(Some(timing))
             }
         }
     }
@@ -122,24 +129,14 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let timing = match self.guard.admit(&request) {
-            Ok(Some(timing)) => timing,
-            // The host's guard: nothing to time, and the page's routes take no body.
-            Ok(None) => {
-                return Answer::Called {
-                    inner: self.inner.call(request),
-                    timing: None,
-                };
-            }
-            Err(refusal) => return Answer::refused(refusal.into_response(), None),
-        };
-        // Timed, as every API request past the token is, though refused before its body is read.
-        if let Err(error) = refuse_oversized(request.headers()) {
-            return Answer::refused(error.into_response(), Some(timing));
-        }
-        Answer::Called {
-            inner: self.inner.call(request),
-            timing: Some(timing),
+        match self.guard.admit(&request) {
+            Ok(timing) => Answer::Called {
+                inner: self.inner.call(request),
+                timing,
+            },
+            Err(refusal) => Answer::Refused {
+                response: Some(refusal.into_response()),
+            },
         }
     }
 }
@@ -154,12 +151,12 @@ struct Timing {
 }
 
 impl Timing {
-    fn observe(self, response: &Response) {
+    fn observe(self, status: StatusCode) {
         let route = self.route.as_ref().map_or("unmatched", MatchedPath::as_str);
         self.host.metrics.observe_request(
             self.method.as_str(),
             route,
-            response.status().as_u16(),
+            status.as_u16(),
             self.started.elapsed(),
         );
     }
@@ -171,17 +168,6 @@ pin_project! {
     pub enum Answer<F> {
         Refused { response: Option<Response> },
         Called { #[pin] inner: F, timing: Option<Timing> },
-    }
-}
-
-impl<F> Answer<F> {
-    fn refused(response: Response, timing: Option<Timing>) -> Self {
-        if let Some(timing) = timing {
-            timing.observe(&response);
-        }
-        Self::Refused {
-            response: Some(response),
-        }
     }
 }
 
@@ -200,7 +186,7 @@ where
             AnswerProjection::Called { inner, timing } => {
                 let Ok(response) = std::task::ready!(inner.poll(cx));
                 if let Some(timing) = timing.take() {
-                    timing.observe(&response);
+                    timing.observe(response.status());
                 }
                 Poll::Ready(Ok(response))
             }
