@@ -20,7 +20,7 @@ use agent_client_protocol::{
     },
 };
 use reel_engine::{
-    Acks, DoneStatus, Incoming, OpenedSession, OutputBatch, OutputKind, Sink, SinkError, new_id,
+    DoneStatus, Incoming, InlineSink, OpenedSession, OutputBatch, OutputKind, new_id,
 };
 use reel_proto::rpc::{
     CancelRequest, PROTOCOL_VERSION, RpcRequestLine, SubmitPromptRequest, rpc_request_line::Request,
@@ -196,47 +196,39 @@ impl UpdatesSink {
     }
 }
 
-#[async_trait::async_trait]
-impl Sink for UpdatesSink {
+impl InlineSink for UpdatesSink {
     fn name(&self) -> String {
         "acp-client".into()
     }
 
-    async fn run(
-        mut self: Box<Self>,
-        mut input: mpsc::Receiver<OutputBatch>,
-        _acks: Acks,
-    ) -> Result<(), SinkError> {
-        while let Some(batch) = input.recv().await {
-            for output in batch.iter() {
-                match &output.kind {
-                    OutputKind::Event(committed) => {
-                        self.end_of(&output.request_id).observe(&committed.entry);
-                        for update in updates_of(&committed.entry, Moment::Live) {
-                            let notification =
-                                SessionNotification::new(self.session_id.clone(), update);
-                            // A client that has gone misses nothing it could still read.
-                            let _ = self.connection.send_notification(notification);
-                        }
+    fn deliver(&mut self, batch: &OutputBatch) {
+        for output in batch.iter() {
+            match &output.kind {
+                OutputKind::Event(committed) => {
+                    self.end_of(&output.request_id).observe(&committed.entry);
+                    for update in updates_of(&committed.entry, Moment::Live) {
+                        let notification =
+                            SessionNotification::new(self.session_id.clone(), update);
+                        // A client that has gone misses nothing it could still read.
+                        let _ = self.connection.send_notification(notification);
                     }
-                    OutputKind::Error(error) => {
-                        self.end_of(&output.request_id).observe_error(error);
-                    }
-                    OutputKind::Done(done) => {
-                        let end = self.ends.remove(&output.request_id).unwrap_or_default();
-                        let Some(responder) = self.prompts.take(&output.request_id) else {
-                            continue;
-                        };
-                        let status = DoneStatus::parse(&done.status).unwrap_or(DoneStatus::Failed);
-                        let _ = match end.answer(status) {
-                            Ok(answer) => responder.respond(answer),
-                            Err(error) => responder.respond_with_error(error),
-                        };
-                    }
-                    OutputKind::Hello(_) | OutputKind::Snapshot(_) => {}
                 }
+                OutputKind::Error(error) => {
+                    self.end_of(&output.request_id).observe_error(error);
+                }
+                OutputKind::Done(done) => {
+                    let end = self.ends.remove(&output.request_id).unwrap_or_default();
+                    let Some(responder) = self.prompts.take(&output.request_id) else {
+                        continue;
+                    };
+                    let status = DoneStatus::parse(&done.status).unwrap_or(DoneStatus::Failed);
+                    let _ = match end.answer(status) {
+                        Ok(answer) => responder.respond(answer),
+                        Err(error) => responder.respond_with_error(error),
+                    };
+                }
+                OutputKind::Hello(_) | OutputKind::Snapshot(_) => {}
             }
         }
-        Ok(())
     }
 }

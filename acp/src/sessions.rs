@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use reel_engine::{OpenedSession, SessionCatalog, Sink};
+use reel_engine::{InlineSink, OpenedSession, SessionCatalog};
 use reel_mcp::McpServerConfig;
 
 /// Why a session could not be created, opened or read.
@@ -31,7 +31,7 @@ pub trait AgentSessions: Send + Sync + 'static {
     async fn open(
         &self,
         id: &str,
-        updates: Box<dyn Sink>,
+        updates: Box<dyn InlineSink>,
         servers: &[McpServerConfig],
     ) -> Result<OpenedSession, SessionsError>;
 

@@ -5,7 +5,9 @@
 //! waits for anything (the model, a request), so batching never delays a frame a reader could
 //! already see; it only saves a thread wake-up per event when events come fast.
 //!
-//! Each sink runs as its own task behind a bounded channel. When a sink fails, its channel
+//! Each sink runs as its own task behind a bounded channel; an [`InlineSink`] (whose work never
+//! waits) is handed each batch on the session's task instead, and holds no task. When a sink
+//! fails, its channel
 //! closes; the fan-out detaches it, logs the error on stderr and tells the remaining sinks with
 //! a non-terminal `sink_failed` error frame (a durable sink's failure is the session's to
 //! report, as a terminal `storage_failed`). The log and the other sinks are never affected.
@@ -20,7 +22,7 @@ use tokio::{
 
 use crate::{
     output::{Output, OutputKind},
-    sink::{Acks, Durability, Reads, Sink, SinkError},
+    sink::{Acks, Durability, InlineSink, Reads, Sink, SinkError},
     vocabulary::ErrorCode,
 };
 
@@ -54,6 +56,8 @@ pub struct SinkFailure {
 #[derive(Default)]
 pub struct Fanout {
     sinks: Vec<AttachedSink>,
+    /// Handed each batch before the sinks above are.
+    inline: Vec<Box<dyn InlineSink>>,
     failures: Vec<SinkFailure>,
     /// Outputs collected and not yet delivered.
     pending: Vec<Output>,
@@ -85,6 +89,11 @@ impl Fanout {
             committed,
             reads,
         });
+    }
+
+    /// Adds `sink`, handed every batch on the caller's task by [`Fanout::flush`].
+    pub fn attach_inline(&mut self, sink: Box<dyn InlineSink>) {
+        self.inline.push(sink);
     }
 
     /// What the first durable sink attached (the session's store) has committed: a sink that
@@ -126,15 +135,16 @@ impl Fanout {
     /// Whether a sink still attached reads frames (ui events and snapshots), not only the log.
     pub fn reads_frames(&self) -> bool {
         self.sinks.iter().any(|sink| sink.reads == Reads::Frames)
+            || self.inline.iter().any(|sink| sink.reads() == Reads::Frames)
     }
 
     /// Sinks still attached.
     pub fn len(&self) -> usize {
-        self.sinks.len()
+        self.sinks.len() + self.inline.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.sinks.is_empty()
+        self.len() == 0
     }
 
     /// Sinks detached so far.
@@ -156,6 +166,9 @@ impl Fanout {
             return;
         }
         let batch: OutputBatch = std::mem::take(&mut self.pending).into();
+        for sink in &mut self.inline {
+            sink.deliver(&batch);
+        }
         let mut failed = Vec::new();
         for (at, sink) in self.sinks.iter().enumerate() {
             if sink.tx.send(Arc::clone(&batch)).await.is_err() {
@@ -201,6 +214,8 @@ impl Fanout {
     /// Returns every failure, including those found while closing.
     pub async fn close(mut self) -> Vec<SinkFailure> {
         self.flush().await;
+        // They have everything: dropped first, as a sink whose queue closes ends first.
+        self.inline.clear();
         for sink in std::mem::take(&mut self.sinks) {
             let AttachedSink {
                 name,
@@ -462,6 +477,41 @@ mod tests {
             .collect();
         assert_eq!(notices, ["sink_failed"]);
         assert_eq!(ordinals(&memory.outputs()), [1, 2, 3]);
+    }
+
+    /// Records the batches it is handed on the caller's task.
+    struct Recording(Arc<std::sync::Mutex<Vec<Output>>>);
+
+    impl InlineSink for Recording {
+        fn name(&self) -> String {
+            "recording".into()
+        }
+        fn deliver(&mut self, batch: &OutputBatch) {
+            self.0.lock().unwrap().extend(batch.iter().cloned());
+        }
+    }
+
+    #[tokio::test]
+    async fn an_inline_sink_gets_every_batch_at_its_flush_on_no_task_of_its_own() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut fanout = Fanout::new();
+        fanout.attach_inline(Box::new(Recording(Arc::clone(&seen))));
+        assert!(fanout.reads_frames() && fanout.len() == 1);
+        let tasks = tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+        assert_eq!(tasks, 0, "no task was started for it");
+        fanout.send(event(1)).await;
+        fanout.send(event(2)).await;
+        assert!(seen.lock().unwrap().is_empty(), "held until the flush");
+        fanout.flush().await;
+        assert_eq!(ordinals(&seen.lock().unwrap()), [1, 2]);
+        fanout.send(event(3)).await;
+        fanout.send(done()).await;
+        assert!(fanout.close().await.is_empty());
+        let seen = seen.lock().unwrap();
+        assert_eq!(ordinals(&seen), [1, 2, 3]);
+        assert!(matches!(seen.last().unwrap().kind, OutputKind::Done(_)));
     }
 
     #[tokio::test]

@@ -71,7 +71,7 @@ pub use run::{
 };
 pub use search::{SearchHit, SearchQuery, SnippetPart, snippet_parts};
 pub use session::Session;
-pub use sink::{Acks, Durability, MemorySink, Reads, Sink, SinkError};
+pub use sink::{Acks, Durability, InlineSink, MemorySink, Reads, Sink, SinkError};
 pub use store::{
     Cause, Commit, LEASE_HEARTBEAT, LogStore, SessionState, StoreError, StoredSession, Turn,
     TurnStore, error_chain,

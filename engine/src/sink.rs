@@ -92,6 +92,23 @@ pub trait Sink: Send + 'static {
     ) -> Result<(), SinkError>;
 }
 
+/// A sink whose work on a batch is short and never waits: handing frames to subscribers,
+/// notifying an editor. The fan-out hands it each batch on the session's own task, so it holds
+/// no task, channel or queue of its own, and an idle session spends nothing on it. It cannot
+/// fail: what it hands on that nobody takes is for the receiver to catch up on.
+pub trait InlineSink: Send + 'static {
+    /// Short name for messages, e.g. `subscribers`.
+    fn name(&self) -> String;
+
+    /// What of the outputs the sink reads.
+    fn reads(&self) -> Reads {
+        Reads::Frames
+    }
+
+    /// Takes the batch's outputs, in order.
+    fn deliver(&mut self, batch: &OutputBatch);
+}
+
 /// Keeps every output in memory, in order: for embedding reel in a program, and for tests.
 #[derive(Clone, Default)]
 pub struct MemorySink {

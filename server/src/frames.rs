@@ -13,14 +13,12 @@ use std::sync::{
 };
 
 use axum::extract::ws::Utf8Bytes;
-use reel_engine::{Acks, Output, OutputBatch, OutputKind, Sink, SinkError, run_tally};
+use prometheus_client::metrics::counter::Counter;
+use reel_engine::{InlineSink, Output, OutputBatch, OutputKind, run_tally};
 use reel_proto::{
     json,
     rpc::{PROTOCOL_VERSION, RpcLine, rpc_line},
 };
-use tokio::sync::mpsc;
-
-use prometheus_client::metrics::counter::Counter;
 
 use crate::{frame_channel::FrameChannel, idle::Activity};
 
@@ -153,8 +151,9 @@ pub fn frames_of(output: &Output) -> Vec<Frame> {
         .collect()
 }
 
-/// The sink that hands a hosted session's frames to its subscribers. It never waits: a
-/// subscriber that falls behind loses frames from its queue and catches up from the store.
+/// The sink that hands a hosted session's frames to its subscribers, on the session's own task
+/// (an idle session holds no task for it). It never waits: a subscriber that falls behind
+/// loses frames from its queue and catches up from the store.
 pub struct FramesSink {
     /// Held here only: when the session ends, so does every subscriber's stream.
     frames: Arc<FrameChannel>,
@@ -181,35 +180,26 @@ impl FramesSink {
     }
 }
 
-#[async_trait::async_trait]
-impl Sink for FramesSink {
+impl InlineSink for FramesSink {
     fn name(&self) -> String {
         "subscribers".into()
     }
 
-    async fn run(
-        self: Box<Self>,
-        mut input: mpsc::Receiver<OutputBatch>,
-        _acks: Acks,
-    ) -> Result<(), SinkError> {
-        while let Some(batch) = input.recv().await {
-            self.activity.touch();
-            for output in batch.iter() {
-                // Before it is sent: a subscriber that listens after this reads it from the
-                // store.
-                if let OutputKind::Event(committed) = &output.kind {
-                    self.events_appended.inc();
-                    self.last_ordinal
-                        .fetch_max(committed.entry.ordinal, Ordering::Release);
-                    if let (_, Some(status)) = run_tally(std::slice::from_ref(&committed.entry)) {
-                        self.activity.run_is(status);
-                    }
-                    self.activity.follow_approvals(&committed.entry.event);
+    fn deliver(&mut self, batch: &OutputBatch) {
+        self.activity.touch();
+        for output in batch.iter() {
+            // Before it is sent: a subscriber that listens after this reads it from the store.
+            if let OutputKind::Event(committed) = &output.kind {
+                self.events_appended.inc();
+                self.last_ordinal
+                    .fetch_max(committed.entry.ordinal, Ordering::Release);
+                if let (_, Some(status)) = run_tally(std::slice::from_ref(&committed.entry)) {
+                    self.activity.run_is(status);
                 }
-                self.frames.send_all(|| frames_of(output));
+                self.activity.follow_approvals(&committed.entry.event);
             }
+            self.frames.send_all(|| frames_of(output));
         }
-        Ok(())
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use reel_engine::{OpenedSession, SessionCatalog, Sink};
+use reel_engine::{InlineSink, OpenedSession, SessionCatalog};
 
 /// What a new session runs.
 #[derive(Clone, Debug, Default)]
@@ -78,7 +78,11 @@ pub trait SessionSource: Send + Sync + 'static {
     async fn create(&self, id: &str, config: &SessionConfig) -> Result<(), SourceError>;
 
     /// Opens the stored session `id` for writing, with `frames` among its sinks.
-    async fn open(&self, id: &str, frames: Box<dyn Sink>) -> Result<OpenedSession, SourceError>;
+    async fn open(
+        &self,
+        id: &str,
+        frames: Box<dyn InlineSink>,
+    ) -> Result<OpenedSession, SourceError>;
 
     /// Session `id` as it was at ordinal `at` (default: its newest), rendered in `format` into
     /// an anonymous file, rewound: an export of any size costs the server no memory.

@@ -14,7 +14,7 @@ use std::{
 use anyhow::Context;
 use clap::Parser;
 use reel_acp::{AgentSessions, SessionsError, run_agent};
-use reel_engine::{OpenedSession, SessionCatalog, Sink, error_chain};
+use reel_engine::{InlineSink, OpenedSession, SessionCatalog, error_chain};
 use reel_mcp::McpServerConfig;
 use reel_server::{SessionConfig, SessionSource, SourceError};
 use tokio_util::sync::CancellationToken;
@@ -147,7 +147,7 @@ impl AgentSessions for AcpSessions {
     async fn open(
         &self,
         id: &str,
-        updates: Box<dyn Sink>,
+        updates: Box<dyn InlineSink>,
         servers: &[McpServerConfig],
     ) -> Result<OpenedSession, SessionsError> {
         let mut catalog = self.catalog().await?;

@@ -11,8 +11,8 @@ use anyhow::Context;
 use clap::Parser;
 use indicatif::ProgressBar;
 use reel_engine::{
-    Commit, EventLog, Fanout, LogStore, OpenedSession, RunSetup, SessionCatalog, Sink, StoreError,
-    error_chain,
+    Commit, EventLog, Fanout, InlineSink, LogStore, OpenedSession, RunSetup, SessionCatalog,
+    StoreError, error_chain,
 };
 use reel_server::{ExportFormat, SessionConfig, SessionSource, SourceError};
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
@@ -194,7 +194,7 @@ impl CommandSessions {
     pub async fn open_with(
         &self,
         id: &str,
-        frames: Box<dyn Sink>,
+        frames: Box<dyn InlineSink>,
         more_servers: &[McpServerConfig],
     ) -> Result<OpenedSession, SourceError> {
         let mut store = self.beside(Connection::Writing).await?;
@@ -218,7 +218,7 @@ impl CommandSessions {
             .await
             .map_err(anyhow_failed)?;
         let mut fanout = Fanout::new();
-        fanout.attach(frames);
+        fanout.attach_inline(frames);
         let mut reader = opened.archive.as_ref().map(TimelineStore::shared);
         let stored = opened.log.last_ordinal();
         let mut session = persistence::session_of(opened, fanout);
@@ -285,7 +285,11 @@ impl SessionSource for CommandSessions {
         self.create_in(id, config, None).await
     }
 
-    async fn open(&self, id: &str, frames: Box<dyn Sink>) -> Result<OpenedSession, SourceError> {
+    async fn open(
+        &self,
+        id: &str,
+        frames: Box<dyn InlineSink>,
+    ) -> Result<OpenedSession, SourceError> {
         self.open_with(id, frames, &[]).await
     }
 
