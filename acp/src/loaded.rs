@@ -197,10 +197,6 @@ impl UpdatesSink {
 }
 
 impl InlineSink for UpdatesSink {
-    fn name(&self) -> String {
-        "acp-client".into()
-    }
-
     fn deliver(&mut self, batch: &OutputBatch) {
         for output in batch.iter() {
             match &output.kind {

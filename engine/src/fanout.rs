@@ -7,10 +7,10 @@
 //!
 //! Each sink runs as its own task behind a bounded channel; an [`InlineSink`] (whose work never
 //! waits) is handed each batch on the session's task instead, and holds no task. When a sink
-//! fails, its channel
-//! closes; the fan-out detaches it, logs the error on stderr and tells the remaining sinks with
-//! a non-terminal `sink_failed` error frame (a durable sink's failure is the session's to
-//! report, as a terminal `storage_failed`). The log and the other sinks are never affected.
+//! fails, its channel closes; the fan-out detaches it, logs the error on stderr and tells the
+//! remaining sinks with a non-terminal `sink_failed` error frame (a durable sink's failure is
+//! the session's to report, as a terminal `storage_failed`). The log and the other sinks are
+//! never affected.
 
 use std::sync::Arc;
 
@@ -483,9 +483,6 @@ mod tests {
     struct Recording(Arc<std::sync::Mutex<Vec<Output>>>);
 
     impl InlineSink for Recording {
-        fn name(&self) -> String {
-            "recording".into()
-        }
         fn deliver(&mut self, batch: &OutputBatch) {
             self.0.lock().unwrap().extend(batch.iter().cloned());
         }

@@ -97,9 +97,6 @@ pub trait Sink: Send + 'static {
 /// no task, channel or queue of its own, and an idle session spends nothing on it. It cannot
 /// fail: what it hands on that nobody takes is for the receiver to catch up on.
 pub trait InlineSink: Send + 'static {
-    /// Short name for messages, e.g. `subscribers`.
-    fn name(&self) -> String;
-
     /// What of the outputs the sink reads.
     fn reads(&self) -> Reads {
         Reads::Frames

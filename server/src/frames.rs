@@ -181,10 +181,6 @@ impl FramesSink {
 }
 
 impl InlineSink for FramesSink {
-    fn name(&self) -> String {
-        "subscribers".into()
-    }
-
     fn deliver(&mut self, batch: &OutputBatch) {
         self.activity.touch();
         for output in batch.iter() {
