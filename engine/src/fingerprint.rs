@@ -8,21 +8,34 @@
 //! as it is serialized (no copy of the conversation is made). Only what a provider is sent goes
 //! in: a message's place in the log (its ordinal) and whether it starts a turn do not, so the
 //! same conversation in another session digests the same.
+//!
+//! A session digests its conversation with a [`ConversationDigest`] that keeps the hasher after
+//! the messages of its last call: the next call's conversation is the same messages and a few
+//! more, so only those are hashed. Without it, every call hashed the whole history, and a
+//! turn cost more the older the session was.
 
-use std::io::Write;
+use std::{io::Write, sync::Arc};
 
 use reel_proto::chat::ModelRequestFingerprint;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    context::{ContextMessage, ContextReasoning, ContextRole, ContextToolCall},
+    context::{ContextMessage, ContextReasoning, ContextRole, ContextToolCall, Conversation},
     provider::ModelRequest,
     tools::ToolChoice,
 };
 
 /// The fingerprint of `request`.
 pub fn fingerprint(request: &ModelRequest) -> ModelRequestFingerprint {
+    fingerprint_with(request, &mut ConversationDigest::default())
+}
+
+/// The fingerprint of `request`, its conversation digested on from where `conversation` was.
+pub(crate) fn fingerprint_with(
+    request: &ModelRequest,
+    conversation: &mut ConversationDigest,
+) -> ModelRequestFingerprint {
     let settings = &request.settings;
     let parameters = serde_json::json!({
         "model": settings.model,
@@ -47,7 +60,7 @@ pub fn fingerprint(request: &ModelRequest) -> ModelRequestFingerprint {
     };
     ModelRequestFingerprint {
         system_prompt: digest(&request.system_prompt.as_deref().unwrap_or_default()),
-        messages: digest(&MessagesSent(&request.messages)),
+        messages: conversation.digest(&request.messages),
         message_count: u32::try_from(request.messages.len()).unwrap_or(u32::MAX),
         tools: digest(&(tools, choice)),
         tool_names: request.tools.iter().map(|t| t.name.clone()).collect(),
@@ -60,11 +73,62 @@ fn digest(value: &impl Serialize) -> String {
     let mut hasher = Hashing(Sha256::new());
     // Writing into a hasher cannot fail, and these values always serialize.
     let _ = serde_json::to_writer(&mut hasher, value);
-    let sum = hasher.0.finalize();
+    hex(hasher.0)
+}
+
+fn hex(hasher: Sha256) -> String {
+    let sum = hasher.finalize();
     sum[..16].iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
+/// The digest of a session's conversation, carried from one model call to the next: the
+/// conversation as a JSON array (`[`, the messages between commas, `]`), the same bytes
+/// [`digest`] would hash, but each message hashed once while the conversation only grows.
+#[derive(Default)]
+pub(crate) struct ConversationDigest {
+    /// The conversation last digested, and the hasher after its messages (before the `]`).
+    /// Holding the conversation keeps its messages' `Arc`s shared, so that a message changed
+    /// since is a new `Arc` (the projection's `make_mut` copies a shared one) and never
+    /// passes for the one hashed.
+    last: Option<(Conversation, Hashing)>,
+}
+
+impl ConversationDigest {
+    /// The digest of `messages`.
+    fn digest(&mut self, messages: &Conversation) -> String {
+        let (from, mut hasher) = match self.last.take() {
+            Some((seen, hasher)) if starts_with(messages, &seen) => (seen.len(), hasher),
+            _ => {
+                let mut hasher = Hashing(Sha256::new());
+                hasher.0.update(b"[");
+                (0, hasher)
+            }
+        };
+        for (at, message) in messages.iter().enumerate().skip(from) {
+            if at > 0 {
+                hasher.0.update(b",");
+            }
+            // Writing into a hasher cannot fail, and a message always serializes.
+            let _ = serde_json::to_writer(&mut hasher, &MessageSent::of(message));
+        }
+        let mut closed = hasher.0.clone();
+        closed.update(b"]");
+        self.last = Some((messages.clone(), hasher));
+        hex(closed)
+    }
+}
+
+/// Whether `messages` begins with the very messages of `seen`.
+fn starts_with(messages: &Conversation, seen: &Conversation) -> bool {
+    seen.len() <= messages.len()
+        && seen
+            .iter()
+            .zip(messages.iter())
+            .all(|(a, b)| Arc::ptr_eq(a, b))
+}
+
 /// A hasher fed as a writer.
+#[derive(Clone)]
 struct Hashing(Sha256);
 
 impl Write for Hashing {
@@ -84,15 +148,6 @@ struct ToolSent<'a> {
     name: &'a str,
     description: &'a str,
     parameters: &'a serde_json::Value,
-}
-
-/// The conversation as a provider is sent it (see [`MessageSent`]).
-struct MessagesSent<'a>(&'a crate::context::Conversation);
-
-impl Serialize for MessagesSent<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(|message| MessageSent::of(message)))
-    }
 }
 
 /// What of a message a provider is sent: not its ordinal, nor whether it starts a turn.
@@ -126,6 +181,15 @@ mod tests {
 
     use super::*;
     use crate::{provider::ModelSettings, tools::ToolDefinition};
+
+    /// The conversation as a provider is sent it (see [`MessageSent`]).
+    struct MessagesSent<'a>(&'a Conversation);
+
+    impl Serialize for MessagesSent<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.collect_seq(self.0.iter().map(|message| MessageSent::of(message)))
+        }
+    }
 
     fn request(text: &str, ordinal: u64) -> ModelRequest {
         let message = ContextMessage::new(ContextRole::User, text.to_owned()).at(ordinal);
@@ -177,5 +241,42 @@ mod tests {
         let mut required = base.clone();
         required.tool_choice = ToolChoice::Required;
         assert_ne!(original.tools, fingerprint(&required).tools);
+    }
+
+    fn message(text: &str) -> Arc<ContextMessage> {
+        Arc::new(ContextMessage::new(ContextRole::User, text.to_owned()))
+    }
+
+    #[test]
+    fn a_conversation_digested_on_from_the_last_call_digests_as_it_does_whole() {
+        let whole = |messages: &Conversation| digest(&MessagesSent(messages));
+        let mut carried = ConversationDigest::default();
+        let mut messages = Conversation::new();
+        assert_eq!(carried.digest(&messages), whole(&messages));
+        // Growing, a message and two at a time.
+        for turn in 0..5 {
+            messages.push_back(message(&format!("question {turn}")));
+            assert_eq!(carried.digest(&messages), whole(&messages));
+            messages.push_back(message(&format!("answer {turn}")));
+            messages.push_back(message(&format!("more {turn}")));
+            assert_eq!(carried.digest(&messages), whole(&messages));
+        }
+        // The same conversation again.
+        assert_eq!(carried.digest(&messages), whole(&messages));
+        // A message already hashed changed (redacted): its Arc is a new one.
+        let mut changed = messages.clone();
+        changed.set(3, message("[redacted]"));
+        assert_ne!(whole(&changed), whole(&messages));
+        assert_eq!(carried.digest(&changed), whole(&changed));
+        // Made shorter (compacted), then empty.
+        let kept = changed.clone().split_off(10);
+        assert_eq!(carried.digest(&kept), whole(&kept));
+        assert_eq!(
+            carried.digest(&Conversation::new()),
+            whole(&Conversation::new())
+        );
+        // And each call's whole fingerprint agrees with the one made from nothing.
+        let base = request("hi", 3);
+        assert_eq!(fingerprint_with(&base, &mut carried), fingerprint(&base));
     }
 }

@@ -49,6 +49,9 @@ pub struct Session {
     archive: Option<Box<dyn SessionCatalog>>,
     /// The `approval: ask` tools a person allowed for the rest of the session, from its log.
     pub(crate) allowed_always: crate::tools::AllowedAlways,
+    /// The conversation's digest as far as the last model call sent it (each call's
+    /// fingerprint hashes only the messages added since).
+    pub(crate) conversation_digest: crate::fingerprint::ConversationDigest,
 }
 
 impl Session {
@@ -64,6 +67,7 @@ impl Session {
             storage_failure_reported: false,
             archive: None,
             allowed_always: Default::default(),
+            conversation_digest: Default::default(),
         }
     }
 
@@ -115,6 +119,7 @@ impl Session {
             storage_failure_reported: false,
             archive: None,
             allowed_always: state.allowed_always,
+            conversation_digest: Default::default(),
         }
     }
 
