@@ -89,14 +89,14 @@ pub(crate) struct ConversationDigest {
     /// The conversation last digested, and the hasher after its messages (before the `]`).
     /// Holding the conversation keeps its messages' `Arc`s shared, so that a message changed
     /// since is a new `Arc` (the projection's `make_mut` copies a shared one) and never
-    /// passes for the one hashed.
-    last: Option<(Conversation, Hashing)>,
+    /// passes for the one hashed. Boxed: a session that has made no call holds a pointer.
+    last: Option<Box<(Conversation, Hashing)>>,
 }
 
 impl ConversationDigest {
     /// The digest of `messages`.
     fn digest(&mut self, messages: &Conversation) -> String {
-        let (from, mut hasher) = match self.last.take() {
+        let (from, mut hasher) = match self.last.take().map(|last| *last) {
             Some((seen, hasher)) if starts_with(messages, &seen) => (seen.len(), hasher),
             _ => {
                 let mut hasher = Hashing(Sha256::new());
@@ -113,7 +113,7 @@ impl ConversationDigest {
         }
         let mut closed = hasher.0.clone();
         closed.update(b"]");
-        self.last = Some((messages.clone(), hasher));
+        self.last = Some(Box::new((messages.clone(), hasher)));
         hex(closed)
     }
 }
