@@ -81,7 +81,11 @@ const ROUNDS: usize = 5;
 /// Which database goes first in `round`: the indexed one (0) in even rounds, the bare one (1)
 /// in odd ones, so that neither always meets a fresh or a just-checkpointed disk.
 fn round_order(round: usize) -> [usize; 2] {
-    if round % 2 == 0 { [0, 1] } else { [1, 0] }
+    if round.is_multiple_of(2) {
+        [0, 1]
+    } else {
+        [1, 0]
+    }
 }
 
 /// The rates of each round: with the index, and without.
