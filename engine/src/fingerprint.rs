@@ -9,10 +9,10 @@
 //! in: a message's place in the log (its ordinal) and whether it starts a turn do not, so the
 //! same conversation in another session digests the same.
 //!
-//! A session digests its conversation with a [`ConversationDigest`] that keeps the hasher after
-//! the messages of its last call: the next call's conversation is the same messages and a few
+//! A session fingerprints its calls with a [`Fingerprinter`], which keeps the hasher after the
+//! messages of its last call: the next call's conversation is the same messages and a few
 //! more, so only those are hashed. Without it, every call hashed the whole history, and a
-//! turn cost more the older the session was.
+//! turn cost more the older the session was. A re-run's recorded provider keeps one too.
 
 use std::{io::Write, sync::Arc};
 
@@ -28,14 +28,54 @@ use crate::{
 
 /// The fingerprint of `request`.
 pub fn fingerprint(request: &ModelRequest) -> ModelRequestFingerprint {
-    fingerprint_with(request, &mut ConversationDigest::default())
+    Fingerprinter::default().fingerprint(request)
 }
 
-/// The fingerprint of `request`, its conversation digested on from where `conversation` was.
-pub(crate) fn fingerprint_with(
-    request: &ModelRequest,
-    conversation: &mut ConversationDigest,
-) -> ModelRequestFingerprint {
+/// Fingerprints one session's model calls in turn: each call's conversation is digested on
+/// from the last call's (see [`Fingerprinter::digest`]).
+#[derive(Default)]
+pub struct Fingerprinter {
+    /// The conversation last digested, and the hasher after its messages (before the `]`).
+    /// Holding the conversation keeps its messages' `Arc`s shared, so that a message changed
+    /// since is a new `Arc` (the projection's `make_mut` copies a shared one) and never
+    /// passes for the one hashed. Boxed: a session that has made no call holds a pointer.
+    last: Option<Box<(Conversation, Hashing)>>,
+}
+
+impl Fingerprinter {
+    /// The fingerprint of `request`, the same as [`fingerprint`]'s.
+    pub fn fingerprint(&mut self, request: &ModelRequest) -> ModelRequestFingerprint {
+        fingerprint_parts(request, self.digest(&request.messages))
+    }
+
+    /// The digest of `messages`: the conversation as a JSON array (`[`, the messages between
+    /// commas, `]`), the bytes [`digest`] would hash, each message hashed once while the
+    /// conversation only grows.
+    fn digest(&mut self, messages: &Conversation) -> String {
+        let (from, mut hasher) = match self.last.take().map(|last| *last) {
+            Some((seen, hasher)) if starts_with(messages, &seen) => (seen.len(), hasher),
+            _ => {
+                let mut hasher = Hashing(Sha256::new());
+                hasher.0.update(b"[");
+                (0, hasher)
+            }
+        };
+        for (at, message) in messages.iter().enumerate().skip(from) {
+            if at > 0 {
+                hasher.0.update(b",");
+            }
+            // Writing into a hasher cannot fail, and a message always serializes.
+            let _ = serde_json::to_writer(&mut hasher, &MessageSent::of(message));
+        }
+        let mut closed = hasher.0.clone();
+        closed.update(b"]");
+        self.last = Some(Box::new((messages.clone(), hasher)));
+        hex(closed)
+    }
+}
+
+/// The fingerprint of `request` whose conversation digests to `messages`.
+fn fingerprint_parts(request: &ModelRequest, messages: String) -> ModelRequestFingerprint {
     let settings = &request.settings;
     let parameters = serde_json::json!({
         "model": settings.model,
@@ -60,7 +100,7 @@ pub(crate) fn fingerprint_with(
     };
     ModelRequestFingerprint {
         system_prompt: digest(&request.system_prompt.as_deref().unwrap_or_default()),
-        messages: conversation.digest(&request.messages),
+        messages,
         message_count: u32::try_from(request.messages.len()).unwrap_or(u32::MAX),
         tools: digest(&(tools, choice)),
         tool_names: request.tools.iter().map(|t| t.name.clone()).collect(),
@@ -79,43 +119,6 @@ fn digest(value: &impl Serialize) -> String {
 fn hex(hasher: Sha256) -> String {
     let sum = hasher.finalize();
     sum[..16].iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-/// The digest of a session's conversation, carried from one model call to the next: the
-/// conversation as a JSON array (`[`, the messages between commas, `]`), the same bytes
-/// [`digest`] would hash, but each message hashed once while the conversation only grows.
-#[derive(Default)]
-pub(crate) struct ConversationDigest {
-    /// The conversation last digested, and the hasher after its messages (before the `]`).
-    /// Holding the conversation keeps its messages' `Arc`s shared, so that a message changed
-    /// since is a new `Arc` (the projection's `make_mut` copies a shared one) and never
-    /// passes for the one hashed. Boxed: a session that has made no call holds a pointer.
-    last: Option<Box<(Conversation, Hashing)>>,
-}
-
-impl ConversationDigest {
-    /// The digest of `messages`.
-    fn digest(&mut self, messages: &Conversation) -> String {
-        let (from, mut hasher) = match self.last.take().map(|last| *last) {
-            Some((seen, hasher)) if starts_with(messages, &seen) => (seen.len(), hasher),
-            _ => {
-                let mut hasher = Hashing(Sha256::new());
-                hasher.0.update(b"[");
-                (0, hasher)
-            }
-        };
-        for (at, message) in messages.iter().enumerate().skip(from) {
-            if at > 0 {
-                hasher.0.update(b",");
-            }
-            // Writing into a hasher cannot fail, and a message always serializes.
-            let _ = serde_json::to_writer(&mut hasher, &MessageSent::of(message));
-        }
-        let mut closed = hasher.0.clone();
-        closed.update(b"]");
-        self.last = Some(Box::new((messages.clone(), hasher)));
-        hex(closed)
-    }
 }
 
 /// Whether `messages` begins with the very messages of `seen`.
@@ -250,7 +253,7 @@ mod tests {
     #[test]
     fn a_conversation_digested_on_from_the_last_call_digests_as_it_does_whole() {
         let whole = |messages: &Conversation| digest(&MessagesSent(messages));
-        let mut carried = ConversationDigest::default();
+        let mut carried = Fingerprinter::default();
         let mut messages = Conversation::new();
         assert_eq!(carried.digest(&messages), whole(&messages));
         // Growing, a message and two at a time.
@@ -277,6 +280,6 @@ mod tests {
         );
         // And each call's whole fingerprint agrees with the one made from nothing.
         let base = request("hi", 3);
-        assert_eq!(fingerprint_with(&base, &mut carried), fingerprint(&base));
+        assert_eq!(carried.fingerprint(&base), fingerprint(&base));
     }
 }

@@ -50,7 +50,7 @@ pub use context::{
     ModelContextProjection,
 };
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
-pub use fingerprint::fingerprint as request_fingerprint;
+pub use fingerprint::{Fingerprinter, fingerprint as request_fingerprint};
 pub use hosted::{
     Incoming, OpenedSession, ParsedLine, RunSetup, ServeConfig, ServeEnd, parse_line, serve,
     too_large,

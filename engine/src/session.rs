@@ -49,9 +49,8 @@ pub struct Session {
     archive: Option<Box<dyn SessionCatalog>>,
     /// The `approval: ask` tools a person allowed for the rest of the session, from its log.
     pub(crate) allowed_always: crate::tools::AllowedAlways,
-    /// The conversation's digest as far as the last model call sent it (each call's
-    /// fingerprint hashes only the messages added since).
-    pub(crate) conversation_digest: crate::fingerprint::ConversationDigest,
+    /// Fingerprints its model calls (each hashes only the messages added since the last).
+    pub(crate) fingerprinter: crate::fingerprint::Fingerprinter,
 }
 
 impl Session {
@@ -67,7 +66,7 @@ impl Session {
             storage_failure_reported: false,
             archive: None,
             allowed_always: Default::default(),
-            conversation_digest: Default::default(),
+            fingerprinter: Default::default(),
         }
     }
 
@@ -119,7 +118,7 @@ impl Session {
             storage_failure_reported: false,
             archive: None,
             allowed_always: state.allowed_always,
-            conversation_digest: Default::default(),
+            fingerprinter: Default::default(),
         }
     }
 

@@ -18,8 +18,7 @@ use std::{
 
 use futures::StreamExt;
 use reel_engine::{
-    LogEntry, ModelRequest, Provider, ProviderError, ProviderEvent, ProviderStream,
-    request_fingerprint,
+    Fingerprinter, LogEntry, ModelRequest, Provider, ProviderError, ProviderEvent, ProviderStream,
 };
 use reel_proto::{Any, chat::ModelRequestFingerprint};
 
@@ -210,6 +209,9 @@ pub struct RecordedProvider {
     divergence: Mutex<Option<RequestDivergence>>,
     /// Calls answered whose recording does not say what they were sent (older logs).
     unchecked: AtomicUsize,
+    /// Fingerprints the calls as the session does: each hashes only the messages added
+    /// since the last (a whole digest a call would make a long re-run quadratic).
+    fingerprinter: Mutex<Fingerprinter>,
 }
 
 impl RecordedProvider {
@@ -225,6 +227,7 @@ impl RecordedProvider {
             calls: Mutex::new(calls),
             divergence: Mutex::new(None),
             unchecked: AtomicUsize::new(0),
+            fingerprinter: Mutex::default(),
         }
     }
 
@@ -274,7 +277,7 @@ impl Provider for RecordedProvider {
         }
         if let Some(recorded) = &call.request
             && let Some((part, was, is)) =
-                first_difference(recorded, &request_fingerprint(&request))
+                first_difference(recorded, &lock(&self.fingerprinter).fingerprint(&request))
         {
             return self.diverged(RequestDivergence {
                 ordinal: call.ordinal,
@@ -366,7 +369,7 @@ mod tests {
     fn recorded() -> Vec<RecordedCall> {
         let mut recorder = CallRecorder::default();
         let started = ChatProviderCallStarted {
-            request: Some(request_fingerprint(&request("Be brief."))),
+            request: Some(reel_engine::request_fingerprint(&request("Be brief."))),
             ..Default::default()
         };
         for entry in [

@@ -513,8 +513,7 @@ impl Session {
         );
         run.call.purpose = request.purpose;
         let rid = Arc::clone(&run.request_id);
-        let fingerprint =
-            crate::fingerprint::fingerprint_with(request, &mut self.conversation_digest);
+        let fingerprint = self.fingerprinter.fingerprint(request);
         let started = run
             .call
             .started_event(run.provider.name(), &run.settings.model, fingerprint);
