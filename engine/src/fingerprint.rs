@@ -36,9 +36,10 @@ pub fn fingerprint(request: &ModelRequest) -> ModelRequestFingerprint {
 #[derive(Default)]
 pub struct Fingerprinter {
     /// The conversation last digested, and the hasher after its messages (before the `]`).
-    /// Holding the conversation keeps its messages' `Arc`s shared, so that a message changed
-    /// since is a new `Arc` (the projection's `make_mut` copies a shared one) and never
-    /// passes for the one hashed. Boxed: a session that has made no call holds a pointer.
+    /// Holding the conversation keeps its messages' `Arc`s shared and alive, so that a message
+    /// changed since is a new `Arc` (the projection's `make_mut` copies a shared one) at an
+    /// address no hashed one can have, and never passes for the one hashed. Boxed: a session
+    /// that has made no call holds a pointer.
     last: Option<Box<(Conversation, Hashing)>>,
 }
 
