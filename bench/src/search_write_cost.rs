@@ -41,15 +41,10 @@ pub async fn measure(
     ];
     drop_index(bare).await?;
     let turns = (messages / 500).clamp(50, 2_000);
-    let mut rounds = Rounds::default();
-    for round in 0..ROUNDS {
-        let session = format!("conversation-{round}");
-        let mut rates = [0.0; 2];
-        for at in round_order(round) {
-            rates[at] = converse([indexed, bare][at], &session, turns).await?;
-        }
-        rounds.push(rates);
-    }
+    let rounds = alternate(async |round, at| {
+        converse([indexed, bare][at], &format!("conversation-{round}"), turns).await
+    })
+    .await?;
     rounds.report(
         name,
         &format!(
@@ -59,14 +54,9 @@ pub async fn measure(
     );
 
     let sample = (messages / 10).max(PER_SESSION);
-    let mut rounds = Rounds::default();
-    for round in 0..ROUNDS {
-        let mut rates = [0.0; 2];
-        for at in round_order(round) {
-            rates[at] = streamed_messages(&mut stores[at], round, sample).await?;
-        }
-        rounds.push(rates);
-    }
+    let rounds =
+        alternate(async |round, at| streamed_messages(&mut stores[at], round, sample).await)
+            .await?;
     rounds.report(
         name,
         &format!("worst case, {sample} messages of 10 to 30 words, each streamed a delta a word"),
@@ -78,14 +68,26 @@ pub async fn measure(
 /// Rounds of each measurement: odd, so that the median is one round's.
 const ROUNDS: usize = 5;
 
-/// Which database goes first in `round`: the indexed one (0) in even rounds, the bare one (1)
-/// in odd ones, so that neither always meets a fresh or a just-checkpointed disk.
-fn round_order(round: usize) -> [usize; 2] {
-    if round.is_multiple_of(2) {
-        [0, 1]
-    } else {
-        [1, 0]
+/// [`ROUNDS`] rounds of `measure(round, at)`, the rate of the indexed database (`at` 0) and
+/// of the bare one (1). The indexed one goes first in even rounds and the bare one in odd
+/// ones, so that neither always meets a fresh or a just-checkpointed disk.
+async fn alternate(
+    mut measure: impl AsyncFnMut(usize, usize) -> anyhow::Result<f64>,
+) -> anyhow::Result<Rounds> {
+    let mut rounds = Rounds::default();
+    for round in 0..ROUNDS {
+        let order = if round.is_multiple_of(2) {
+            [0, 1]
+        } else {
+            [1, 0]
+        };
+        let mut rates = [0.0; 2];
+        for at in order {
+            rates[at] = measure(round, at).await?;
+        }
+        rounds.0.push(rates);
     }
+    Ok(rounds)
 }
 
 /// The rates of each round: with the index, and without.
@@ -93,10 +95,6 @@ fn round_order(round: usize) -> [usize; 2] {
 struct Rounds(Vec<[f64; 2]>);
 
 impl Rounds {
-    fn push(&mut self, rates: [f64; 2]) {
-        self.0.push(rates);
-    }
-
     /// The median round by its ratio of the two rates.
     fn median(&self) -> [f64; 2] {
         let mut rounds = self.0.clone();
