@@ -75,6 +75,12 @@ pub trait SessionCatalog: Send + 'static {
         limit: usize,
     ) -> Result<Vec<WaitingSession>, StoreError>;
 
+    /// Up to `limit` of the sessions with a call waiting for a person whose deadline is at or
+    /// before `now_ms` (milliseconds since the Unix epoch), the earliest deadline first (see
+    /// [`crate::DeadlineChanges`]).
+    async fn approvals_due(&mut self, now_ms: u64, limit: usize)
+    -> Result<Vec<String>, StoreError>;
+
     /// One session's summary, if the store holds it.
     async fn summary(&mut self, session_id: &str) -> Result<Option<SessionSummary>, StoreError>;
 

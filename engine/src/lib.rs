@@ -17,6 +17,7 @@ mod budget;
 mod catalog;
 mod compaction;
 mod context;
+mod deadlines;
 mod fanout;
 mod fingerprint;
 mod hosted;
@@ -49,6 +50,7 @@ pub use context::{
     ContextMessage, ContextReasoning, ContextRole, ContextToolCall, Conversation,
     ModelContextProjection,
 };
+pub use deadlines::DeadlineChanges;
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use fingerprint::{Fingerprinter, fingerprint as request_fingerprint};
 pub use hosted::{

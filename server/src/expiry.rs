@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 
 use crate::host::Host;
 
-/// How often the store's inbox is read for calls past their time: the delay an expiry may
+/// How often the store is asked for calls past their time: the delay an expiry may
 /// have beyond its `approval_timeout` while nobody holds the session.
 pub const EXPIRY_SWEEP: Duration = Duration::from_secs(2);
 
@@ -22,35 +22,37 @@ pub async fn expire_approvals_until_stopped(host: Arc<Host>) {
     }
 }
 
-/// One sweep: the sessions whose earliest expiry has passed, each loaded once.
+/// The most sessions one sweep loads: a backlog (a server down for a while) is worked through
+/// over the sweeps that follow, the earliest deadlines first.
+const LOADS_PER_SWEEP: usize = 1_000;
+
+/// One sweep: the sessions with a deadline passed, each loaded once. The store answers from
+/// the deadlines alone (an index on them), so a sweep costs what is due, not what waits.
 async fn expire_due(host: &Host) {
-    let waiting = match host.source().catalog().await {
-        Ok(mut catalog) => catalog.waiting("", usize::MAX).await,
+    let mut catalog = match host.source().catalog().await {
+        Ok(catalog) => catalog,
         Err(error) => {
-            tracing::warn!("cannot read the waiting sessions: {error}");
+            tracing::warn!("cannot read the approvals past their time: {error}");
             return;
         }
     };
-    let waiting = match waiting {
-        Ok(waiting) => waiting,
+    let due = match catalog
+        .approvals_due(reel_engine::now_ms(), LOADS_PER_SWEEP)
+        .await
+    {
+        Ok(due) => due,
         Err(error) => {
-            tracing::warn!("cannot read the waiting sessions: {error}");
+            tracing::warn!("cannot read the approvals past their time: {error}");
             return;
         }
     };
-    let now = reel_engine::now_ms();
-    for session in waiting {
-        let due = session
-            .pending
-            .iter()
-            .filter_map(|call| call.expires_at_ms)
-            .any(|at| at <= now);
-        if !due || host.is_loaded(&session.summary.session_id) {
+    drop(catalog);
+    for id in due {
+        if host.is_loaded(&id) {
             continue;
         }
-        let id = &session.summary.session_id;
         // Another node may hold it (it expires the call itself): nothing to do here then.
-        if let Err(error) = host.session(id).await {
+        if let Err(error) = host.session(&id).await {
             tracing::debug!("session {id}: not loaded to expire its approval: {error}");
         }
     }

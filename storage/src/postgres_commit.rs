@@ -5,15 +5,15 @@
 
 use std::sync::LazyLock;
 
-use reel_engine::{Commit, RunStatus, StoreError, approval_tally, run_tally};
+use reel_engine::{Commit, DeadlineChanges, RunStatus, StoreError, approval_tally, run_tally};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
 use crate::{
     postgres_notices::notify_commit,
     rows::{ENTITY_COLUMNS, ENTITY_UPSERT, EntityRow, db, event_json, now_ms, to_i64},
     sql_store::{
-        CREATE_SESSION, INSERT_SNAPSHOT, LAST_ORDINAL, PRUNE_SNAPSHOTS, UPDATE_SESSION,
-        check_continues,
+        CLEAR_DEADLINES, CREATE_SESSION, INSERT_SNAPSHOT, LAST_ORDINAL, PRUNE_SNAPSHOTS,
+        REMOVE_DEADLINE, SET_DEADLINE, UPDATE_SESSION, check_continues,
     },
 };
 
@@ -96,6 +96,30 @@ async fn end_commit(
         .execute(&mut *conn)
         .await
         .map_err(db)?;
+    write_deadlines(conn, session_id, &DeadlineChanges::of(&commit.events)).await
+}
+
+/// The commit's changes to the session's approval deadlines.
+async fn write_deadlines(
+    conn: &mut PgConnection,
+    session_id: &str,
+    changes: &DeadlineChanges,
+) -> Result<(), StoreError> {
+    if changes.cleared {
+        let cleared = sqlx::query(CLEAR_DEADLINES).bind(session_id);
+        cleared.execute(&mut *conn).await.map_err(db)?;
+    }
+    for call_id in &changes.removed {
+        let removed = sqlx::query(REMOVE_DEADLINE).bind(session_id).bind(call_id);
+        removed.execute(&mut *conn).await.map_err(db)?;
+    }
+    for (call_id, until_ms) in &changes.set {
+        let set = sqlx::query(SET_DEADLINE)
+            .bind(session_id)
+            .bind(call_id)
+            .bind(to_i64(*until_ms));
+        set.execute(&mut *conn).await.map_err(db)?;
+    }
     Ok(())
 }
 

@@ -40,6 +40,7 @@ pub(crate) const REEL_TABLES: &[&str] = &[
     "serve_nodes",
     "pruned_sessions",
     "search_docs",
+    "approval_deadlines",
 ];
 
 /// What an existing database holds, as far as reel is concerned.

@@ -99,6 +99,18 @@ pub const UPDATE_SESSION: &str = "UPDATE sessions SET \
      THEN (CASE WHEN $8 THEN 0 ELSE pending_approvals END) + $9 ELSE 0 END \
      WHERE session_id = $7";
 
+/// A commit's changes to the session's approval deadlines (see `DeadlineChanges`): all of
+/// them dropped (a run ended), one call's dropped, one call's written.
+pub const CLEAR_DEADLINES: &str = "DELETE FROM approval_deadlines WHERE session_id = $1";
+pub const REMOVE_DEADLINE: &str =
+    "DELETE FROM approval_deadlines WHERE session_id = $1 AND tool_call_id = $2";
+pub const SET_DEADLINE: &str = "INSERT INTO approval_deadlines (session_id, tool_call_id, expires_at) \
+     VALUES ($1, $2, $3) ON CONFLICT (session_id, tool_call_id) DO UPDATE SET expires_at = excluded.expires_at";
+
+/// Up to `$2` sessions with a deadline at or before `$1`, the earliest first.
+const APPROVALS_DUE: &str = "SELECT session_id FROM approval_deadlines WHERE expires_at <= $1 \
+     GROUP BY session_id ORDER BY min(expires_at), session_id LIMIT $2";
+
 /// Records a pruned session (again: its newest pruning counts).
 const MARK_PRUNED: &str = "INSERT INTO pruned_sessions (session_id, pruned_at) VALUES ($1, $2) \
      ON CONFLICT (session_id) DO UPDATE SET pruned_at = excluded.pruned_at";
@@ -107,7 +119,14 @@ const MARK_PRUNED: &str = "INSERT INTO pruned_sessions (session_id, pruned_at) V
 const PRUNED_AT: &str = "SELECT pruned_at FROM pruned_sessions WHERE session_id = $1";
 
 /// The tables that hold a session, emptied by `remove` (its row last).
-const SESSION_TABLES: [&str; 5] = ["events", "entities", "snapshots", "turns", "sessions"];
+const SESSION_TABLES: [&str; 6] = [
+    "events",
+    "entities",
+    "snapshots",
+    "turns",
+    "approval_deadlines",
+    "sessions",
+];
 
 /// What differs between the backends, implemented by each store.
 #[async_trait::async_trait]
@@ -354,6 +373,20 @@ macro_rules! sql_store {
                         }
                     })
                     .collect())
+            }
+
+            async fn approvals_due(
+                &mut self,
+                now_ms: u64,
+                limit: usize,
+            ) -> Result<Vec<String>, StoreError> {
+                let rows = sqlx::query(APPROVALS_DUE)
+                    .bind(to_i64(now_ms))
+                    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                    .fetch_all(&mut *self.conn.lock().await)
+                    .await
+                    .map_err(|e| self.error(e))?;
+                Ok(rows.iter().map(|row| row.get(0)).collect())
             }
 
             async fn summary(

@@ -298,3 +298,91 @@ async fn the_inbox_on_postgres() {
     };
     the_inbox_pages_through_waiting_sessions(Location::dsn(&schema.dsn).unwrap()).await;
 }
+
+/// The deadlines of calls waiting for a person, kept by every commit: a question with a
+/// timeout writes one, a decision or the run's end removes it, and `approvals_due` names the
+/// sessions with one passed, the earliest first.
+async fn deadlines_follow_the_questions(location: Location) {
+    let mut store = open_timeline(&location, Access::ReadWrite).await.unwrap();
+    let asked = |ordinal: u64, call: &str, until_ms: u64| {
+        entry(
+            ordinal,
+            ChatToolApprovalRequested {
+                tool_call_id: call.into(),
+                expires_at_ms: until_ms,
+                ..Default::default()
+            },
+        )
+    };
+    let started = |mut questions: Vec<Arc<LogEntry>>| {
+        let mut events = vec![prompt(1), entry(2, ChatRunStarted::default())];
+        events.append(&mut questions);
+        Commit {
+            events,
+            ..Commit::default()
+        }
+    };
+    let sessions = [
+        ("a", vec![asked(3, "a1", 1_000), asked(4, "a2", 5_000)]),
+        ("b", vec![asked(3, "b1", 2_000)]),
+        // Waits as long as it takes.
+        ("c", vec![asked(3, "c1", 0)]),
+    ];
+    for (id, questions) in sessions {
+        store.lease(id).await.unwrap();
+        store.commit(id, &started(questions)).await.unwrap();
+    }
+    assert_eq!(
+        store.approvals_due(999, 10).await.unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(store.approvals_due(1_500, 10).await.unwrap(), ["a"]);
+    assert_eq!(
+        store.approvals_due(u64::MAX >> 1, 10).await.unwrap(),
+        ["a", "b"]
+    );
+    assert_eq!(store.approvals_due(u64::MAX >> 1, 1).await.unwrap(), ["a"]);
+    // a1 decided: a's next deadline is a2's, after b's.
+    let decided = Commit {
+        events: vec![entry(
+            5,
+            ChatToolApprovalDecided {
+                tool_call_id: "a1".into(),
+                decision: "allow_once".into(),
+                ..Default::default()
+            },
+        )],
+        ..Commit::default()
+    };
+    store.commit("a", &decided).await.unwrap();
+    assert_eq!(
+        store.approvals_due(1_500, 10).await.unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(store.approvals_due(10_000, 10).await.unwrap(), ["b", "a"]);
+    // b's run ended; a is removed with its rows.
+    let ended = Commit {
+        events: vec![entry(4, ChatRunFinished::default())],
+        ..Commit::default()
+    };
+    store.commit("b", &ended).await.unwrap();
+    store.remove("a").await.unwrap();
+    assert_eq!(
+        store.approvals_due(10_000, 10).await.unwrap(),
+        Vec::<String>::new()
+    );
+}
+
+#[tokio::test]
+async fn deadlines_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    deadlines_follow_the_questions(Location::path(dir.path().join("t.db"))).await;
+}
+
+#[tokio::test]
+async fn deadlines_on_postgres() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    deadlines_follow_the_questions(Location::dsn(&schema.dsn).unwrap()).await;
+}

@@ -12,7 +12,9 @@
 //! as long as the statement's parameters, for each of them (quadratic in a multi-row INSERT).
 
 use futures::StreamExt;
-use reel_engine::{Commit, LogEntry, RunStatus, StoreError, approval_tally, run_tally};
+use reel_engine::{
+    Commit, DeadlineChanges, LogEntry, RunStatus, StoreError, approval_tally, run_tally,
+};
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{
     Arguments, AssertSqlSafe, Either, Encode, Executor, Row, Sqlite, SqliteConnection, Type,
@@ -23,8 +25,8 @@ use crate::{
     lease,
     rows::{ENTITY_COLUMNS, ENTITY_UPSERT, EntityRow, event_json, now_ms, to_i64},
     sql_store::{
-        CREATE_SESSION, INSERT_SNAPSHOT, LAST_ORDINAL, PRUNE_SNAPSHOTS, UPDATE_SESSION,
-        check_continues,
+        CLEAR_DEADLINES, CREATE_SESSION, INSERT_SNAPSHOT, LAST_ORDINAL, PRUNE_SNAPSHOTS,
+        REMOVE_DEADLINE, SET_DEADLINE, UPDATE_SESSION, check_continues,
     },
     sqlite_lease::{RENEW_LEASE, lost_lease},
 };
@@ -179,6 +181,17 @@ fn script(session_id: &str, commit: &Commit, last: u64) -> Result<Script, StoreE
         Int(asking),
     ];
     script.statement(UPDATE_SESSION, &values);
+    let deadlines = DeadlineChanges::of(&commit.events);
+    if deadlines.cleared {
+        script.statement(CLEAR_DEADLINES, &[Text(session_id)]);
+    }
+    for call_id in &deadlines.removed {
+        script.statement(REMOVE_DEADLINE, &[Text(session_id), Text(call_id)]);
+    }
+    for (call_id, until_ms) in &deadlines.set {
+        let values = [Text(session_id), Text(call_id), Int(to_i64(*until_ms))];
+        script.statement(SET_DEADLINE, &values);
+    }
     Ok(script)
 }
 

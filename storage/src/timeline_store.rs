@@ -138,10 +138,6 @@ impl LogStore for TimelineStore {
         delegate!(self, store => store.steal_lease(session_id).await)
     }
 
-    async fn renew_lease(&mut self, session_id: &str) -> Result<(), StoreError> {
-        delegate!(self, store => store.renew_lease(session_id).await)
-    }
-
     async fn remove(&mut self, session_id: &str) -> Result<(), StoreError> {
         delegate!(self, store => store.remove(session_id).await)
     }
@@ -201,6 +197,14 @@ impl SessionCatalog for TimelineStore {
         limit: usize,
     ) -> Result<Vec<WaitingSession>, StoreError> {
         delegate!(self, store => store.waiting(after, limit).await)
+    }
+
+    async fn approvals_due(
+        &mut self,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        delegate!(self, store => store.approvals_due(now_ms, limit).await)
     }
 
     async fn summary(&mut self, session_id: &str) -> Result<Option<SessionSummary>, StoreError> {

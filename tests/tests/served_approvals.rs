@@ -244,16 +244,50 @@ async fn a_call_of_an_unloaded_session_expires_on_time() {
     let (served, count, db) = waiting_and_unloaded(dir.path(), "    approval_timeout: 1s\n").await;
     let (_, pending) = inbox_once_filled(&served).await;
     assert!(pending[0]["expires_at_ms"].as_u64().is_some(), "{pending}");
+    expires_unrun(&served, &count, db).await;
+}
+
+/// A database from before the store kept the deadlines (migration 9): the first server to
+/// open it reads the waiting calls' deadlines from their stored entities, and a call of a
+/// session nobody holds expires on time as on any other.
+#[tokio::test]
+async fn a_call_stored_before_deadlines_were_kept_expires_on_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cmd, count) = send_command(dir.path(), "    approval_timeout: 2s\n");
+    let db = dir.path().join("t.db");
+    let mut served = Served::start(&cmd, &db, &[], &[]);
+    served.create("mail").await;
+    served
+        .request("mail", r#"{"submit":{"prompt":"Mail the team."}}"#)
+        .await;
+    inbox_once_filled(&served).await;
+    // A crash while the call waits, well before its deadline.
+    served.kill();
+    let undone = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .arg("DROP TABLE approval_deadlines; DELETE FROM _sqlx_migrations WHERE version = 9;")
+        .status()
+        .expect("sqlite3 runs (.ci/run installs it)");
+    assert!(undone.success());
+    let served = Served::start(&cmd, &db, &[], &[]);
+    let (ids, _) = inbox_once_filled(&served).await;
+    assert_eq!(ids, ["mail"]);
+    expires_unrun(&served, &count, db).await;
+}
+
+/// Waits until the inbox is empty again, then checks that session `mail`'s call was decided
+/// `expired` and never ran.
+async fn expires_unrun(served: &Served, count: &Path, db: PathBuf) {
     let mut emptied = false;
     for _ in 0..200 {
-        if inbox(&served).await.0.is_empty() {
+        if inbox(served).await.0.is_empty() {
             emptied = true;
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert!(emptied, "the call expired and left the inbox");
-    assert_eq!(runs(&count), 0, "an expired call never runs");
+    assert_eq!(runs(count), 0, "an expired call never runs");
     let events =
         tokio::task::spawn_blocking(move || reel_tests::TimelineDb::open(&db).events("mail"))
             .await
