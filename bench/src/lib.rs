@@ -10,6 +10,7 @@
 //! * `--serve`: only `reel serve` with many sessions and subscribers (see [`serve`]).
 //! * `--waiting N`: only `reel serve` with N sessions waiting for a person's decision.
 
+mod cpu_time;
 mod durable;
 mod export;
 mod jetstream;

@@ -8,7 +8,10 @@
 
 use std::{ffi::OsStr, io, time::Instant};
 
-use super::stdin_rpc::Served;
+use super::{
+    cpu_time::{children_cpu_seconds, cpu_seconds},
+    stdin_rpc::Served,
+};
 
 pub fn run(turns: usize) -> io::Result<()> {
     let turns = turns.max(10);
@@ -104,41 +107,6 @@ fn rerun(folder: &std::path::Path, db: &std::path::Path, window: &str) -> io::Re
     Ok((children_cpu_seconds() - before, seconds))
 }
 
-/// The CPU time (user and system) of this process's children that have been waited for.
-fn children_cpu_seconds() -> f64 {
-    let fields = stat_fields("self");
-    // cutime and cstime are the 16th and 17th fields (13 and 14 after the name).
-    (field(&fields, 13) + field(&fields, 14)) / USER_HZ
-}
-
 /// The context window the session runs in: an echoed turn is about 16 tokens by reel's
 /// estimate, so the session compacts every few dozen turns.
 const WINDOW_TOKENS: u64 = 1000;
-
-/// The CPU time (user and system) process `pid` has used, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let fields = stat_fields(&pid.to_string());
-    // utime and stime are the 14th and 15th fields of the line (11 and 12 after the name).
-    (field(&fields, 11) + field(&fields, 12)) / USER_HZ
-}
-
-/// The fields of `/proc/PROCESS/stat` after the command name (which is in parentheses and may
-/// hold spaces).
-fn stat_fields(process: &str) -> Vec<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{process}/stat")).unwrap_or_default();
-    stat.rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().map(str::to_owned).collect())
-        .unwrap_or_default()
-}
-
-/// Field `at` of `fields` as a number of clock ticks (0 when missing).
-fn field(fields: &[String], at: usize) -> f64 {
-    fields
-        .get(at)
-        .and_then(|f| f.parse::<f64>().ok())
-        .unwrap_or(0.0)
-}
-
-/// The unit of /proc's CPU times: clock ticks, 100 a second on Linux (USER_HZ, fixed by the
-/// kernel's ABI whatever the kernel's own tick rate).
-const USER_HZ: f64 = 100.0;

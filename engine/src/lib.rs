@@ -75,8 +75,7 @@ pub use search::{SearchHit, SearchQuery, SnippetPart, snippet_parts};
 pub use session::Session;
 pub use sink::{Acks, Durability, InlineSink, MemorySink, Reads, Sink, SinkError};
 pub use store::{
-    Cause, Commit, LEASE_HEARTBEAT, LogStore, SessionState, StoreError, StoredSession, Turn,
-    TurnStore, error_chain,
+    Cause, Commit, LogStore, SessionState, StoreError, StoredSession, Turn, TurnStore, error_chain,
 };
 pub use stored_stream::{StoredStream, send_stored};
 pub use timeline::{OpenRun, QueuedPrompt, TimelineProjection};

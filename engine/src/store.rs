@@ -4,7 +4,7 @@
 //! and snapshots of the projections' state, so that resuming does not replay from ordinal 1.
 //! The engine defines what a store must do; `reel-storage` implements it for SQLite.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use reel_proto::rpc::SnapshotEntity;
 
@@ -187,9 +187,6 @@ pub trait TurnStore: Send + 'static {
     async fn latest_turn(&mut self, session_id: &str) -> Result<Option<Turn>, StoreError>;
 }
 
-/// How often a writer renews its lease ([`LogStore::renew_lease`]) while it holds a session.
-pub const LEASE_HEARTBEAT: Duration = Duration::from_secs(5);
-
 /// A durable home for session logs.
 #[async_trait::async_trait]
 pub trait LogStore: Send + 'static {
@@ -202,12 +199,6 @@ pub trait LogStore: Send + 'static {
     /// Takes the session even from a process that seems alive, and says from whom (`None` when
     /// nobody held it). The old holder's next write fails: it no longer owns the session.
     async fn steal_lease(&mut self, session_id: &str) -> Result<Option<String>, StoreError>;
-
-    /// Tells the store this process still holds the session (stores whose leases expire
-    /// without it). Fails when the session's lease now belongs to another process.
-    async fn renew_lease(&mut self, _session_id: &str) -> Result<(), StoreError> {
-        Ok(())
-    }
 
     /// Deletes the session: its events, entities, snapshots and turns. Call it holding the
     /// session's lease, so no writer is in the middle of it.

@@ -13,8 +13,8 @@
 use std::sync::Arc;
 
 use reel_engine::{
-    Acks, Commit, Durability, LEASE_HEARTBEAT, LogEntry, LogStore, OutputBatch, OutputKind,
-    Projection, SessionState, Sink, SinkError, session_title,
+    Acks, Commit, Durability, LogEntry, LogStore, OutputBatch, OutputKind, Projection,
+    SessionState, Sink, SinkError, session_title,
 };
 use reel_proto::{Any, json};
 use tokio::sync::mpsc;
@@ -184,22 +184,9 @@ impl<S: LogStore> Sink for TimelineDbSink<S> {
     ) -> Result<(), SinkError> {
         let mut pending = Vec::new();
         let mut title = None;
-        // While the session waits (for a request, for a slow model), the lease is renewed, so
-        // that another host never takes a session whose writer is alive.
-        let mut heartbeat = tokio::time::interval(LEASE_HEARTBEAT);
-        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            let batch = tokio::select! {
-                batch = input.recv() => batch,
-                _ = heartbeat.tick() => {
-                    self.store
-                        .renew_lease(&self.session_id)
-                        .await
-                        .map_err(SinkError::from)?;
-                    continue;
-                }
-            };
-            let Some(batch) = batch else { break };
+        // While the session waits, it holds its lease: the store renews every lease of the
+        // process at once (an idle session has no timer of its own).
+        while let Some(batch) = input.recv().await {
             let mut run_ended = self.absorb(&batch, &mut pending, &mut title);
             while pending.len() < MAX_PENDING {
                 match input.try_recv() {
@@ -209,7 +196,6 @@ impl<S: LogStore> Sink for TimelineDbSink<S> {
             }
             self.commit(&mut pending, &mut title, run_ended, &acks)
                 .await?;
-            heartbeat.reset();
         }
         self.commit(&mut pending, &mut title, true, &acks).await?;
         self.store

@@ -10,8 +10,8 @@
 
 use std::{sync::OnceLock, time::Duration};
 
-/// How often a holder renews its lease.
-pub use reel_engine::LEASE_HEARTBEAT as HEARTBEAT;
+/// How often a holder renews its leases (see [`crate::sqlite_heartbeat`]).
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
 /// A lease of another host whose heartbeat is older than this is free.
 pub const EXPIRY: Duration = Duration::from_secs(30);
 

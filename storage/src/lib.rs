@@ -22,6 +22,7 @@ mod sql_store_tests;
 mod sqlite;
 mod sqlite_commit;
 mod sqlite_file;
+mod sqlite_heartbeat;
 mod sqlite_lease;
 mod timeline_store;
 mod turns;

@@ -317,11 +317,6 @@ impl Backend for PostgresStore {
         )))
     }
 
-    async fn heartbeat(&mut self, _session_id: &str) -> Result<(), StoreError> {
-        // The lock lives as long as the connection: there is nothing to renew.
-        Ok(())
-    }
-
     async fn delete_session(
         &mut self,
         session_id: &str,

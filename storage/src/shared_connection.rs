@@ -7,7 +7,7 @@
 //! turns: each operation holds the connection until it ends, so a transaction is never
 //! interleaved with another store's statements. SQLite lets one writer in at a time anyway.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use tokio::sync::{Mutex, MutexGuard, OnceCell};
 
@@ -27,6 +27,11 @@ impl<C> SharedConnection<C> {
     /// Another handle on the same connection.
     pub(crate) fn share(&self) -> Self {
         Self(Arc::clone(&self.0))
+    }
+
+    /// A handle that does not keep the connection open.
+    pub(crate) fn downgrade(&self) -> Weak<Mutex<C>> {
+        Arc::downgrade(&self.0)
     }
 }
 

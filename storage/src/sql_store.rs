@@ -138,9 +138,6 @@ pub trait Backend {
         steal: bool,
     ) -> Result<Option<String>, StoreError>;
 
-    /// Tells the store this process still holds the session.
-    async fn heartbeat(&mut self, session_id: &str) -> Result<(), StoreError>;
-
     /// Deletes the session's rows from every table, in one transaction; with `pruned_at`
     /// (milliseconds since the epoch), it also records that the session was pruned then.
     async fn delete_session(
@@ -237,10 +234,6 @@ macro_rules! sql_store {
                 session_id: &str,
             ) -> Result<Option<String>, StoreError> {
                 self.take_lease(session_id, true).await
-            }
-
-            async fn renew_lease(&mut self, session_id: &str) -> Result<(), StoreError> {
-                self.heartbeat(session_id).await
             }
 
             async fn remove(&mut self, session_id: &str) -> Result<(), StoreError> {

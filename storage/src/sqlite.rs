@@ -28,7 +28,6 @@ use crate::{
     sql_store::Backend,
     sqlite_commit::CommitScript,
     sqlite_file::{self, FileState, Identity},
-    sqlite_lease::renew,
 };
 
 /// How long a statement waits for another program's write lock.
@@ -261,13 +260,6 @@ impl Backend for SqliteStore {
         steal: bool,
     ) -> Result<Option<String>, StoreError> {
         self.lease_row(session_id, steal).await
-    }
-
-    async fn heartbeat(&mut self, session_id: &str) -> Result<(), StoreError> {
-        renew(&mut *self.conn.lock().await, session_id)
-            .await
-            .map_err(|e| e.within(&format!("timeline database {}", self.path)))?;
-        self.check_file()
     }
 
     async fn delete_session(

@@ -1,6 +1,6 @@
 //! SQLite leases: the `leases` table row that names a session's writer, taken inside a write
-//! transaction and renewed by every commit and by the writer's heartbeat (see
-//! [`crate::lease`] for who counts as alive).
+//! transaction and renewed by every commit and by the process's heartbeat (see
+//! [`crate::sqlite_heartbeat`], and [`crate::lease`] for who counts as alive).
 //!
 //! Within one process a lease is counted, as PostgreSQL counts a connection's advisory locks:
 //! a `reel serve` that holds a loaded session's lease and takes it again (to refuse creating
@@ -12,7 +12,7 @@ use std::{
 };
 
 use reel_engine::StoreError;
-use sqlx::{Row, SqliteConnection};
+use sqlx::Row;
 
 /// How many times this process holds each lease, by database file and session.
 static HELD: Mutex<BTreeMap<(String, String), u32>> = Mutex::new(BTreeMap::new());
@@ -22,9 +22,19 @@ fn held() -> MutexGuard<'static, BTreeMap<(String, String), u32>> {
     HELD.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Whether this process holds a lease in the database `file`.
+fn holds_a_lease_in(file: &str) -> bool {
+    let from = (file.to_owned(), String::new());
+    held()
+        .range(from..)
+        .next()
+        .is_some_and(|((held_in, _), _)| held_in == file)
+}
+
 use crate::{
     SqliteStore, lease,
     rows::{db, now_ms},
+    sqlite_heartbeat,
 };
 
 impl SqliteStore {
@@ -37,7 +47,9 @@ impl SqliteStore {
     ) -> Result<Option<String>, StoreError> {
         let key = self.lease_key(session_id);
         let overruled = self.write_lease_row(session_id, steal).await?;
+        let file = key.0.clone();
         *held().entry(key).or_default() += 1;
+        sqlite_heartbeat::keep_alive(&file, self.conn.downgrade(), holds_a_lease_in);
         Ok(overruled)
     }
 
@@ -133,21 +145,6 @@ impl SqliteStore {
 /// Renews the lease of session `$2` held by `$3` (this process) at time `$1`.
 pub(crate) const RENEW_LEASE: &str =
     "UPDATE leases SET heartbeat_at = $1 WHERE session_id = $2 AND owner = $3";
-
-/// Renews this process's lease of `session_id`; fails when another process holds it now.
-pub(crate) async fn renew(conn: &mut SqliteConnection, session_id: &str) -> Result<(), StoreError> {
-    let renewed = sqlx::query(RENEW_LEASE)
-        .bind(now_ms())
-        .bind(session_id)
-        .bind(lease::this_process())
-        .execute(&mut *conn)
-        .await
-        .map_err(db)?;
-    if renewed.rows_affected() == 0 {
-        return Err(lost_lease(session_id));
-    }
-    Ok(())
-}
 
 /// The error of a writer whose lease of `session_id` another process took.
 pub(crate) fn lost_lease(session_id: &str) -> StoreError {

@@ -76,6 +76,11 @@ impl Server {
         super::super::proc_status_kib(&self.child.id().to_string(), "VmRSS")
     }
 
+    /// The CPU time the server has used, in seconds.
+    pub fn cpu_seconds(&self) -> f64 {
+        crate::cpu_time::cpu_seconds(self.child.id())
+    }
+
     /// The server's open file descriptors.
     pub fn descriptors(&self) -> usize {
         std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).map_or(0, Iterator::count)

@@ -6,8 +6,9 @@
 //! In order, so that each figure is its own:
 //! 1. per loaded idle session: the resident set, file descriptors and tasks it adds (each
 //!    loaded by a `snapshot` request; an idle session should hold no descriptor or task of
-//!    its own); then the resident set per subscriber, and per Durable Streams long-poll
-//!    waiting at a session's tail (one a session, up to 4,000);
+//!    its own), and the CPU the server uses while they sit idle (none, ideally); then the
+//!    resident set per subscriber, and per Durable Streams long-poll waiting at a session's
+//!    tail (one a session, up to 4,000);
 //! 2. with up to 1,000 sessions streaming paced replies (a delta every 20 ms, a model's pace),
 //!    the resident set per active session, and the time from posting a submit to its first
 //!    delta at a subscriber, for probes sent one at a time to the other sessions (p50, p99);
@@ -112,6 +113,7 @@ pub async fn run(bench: ServeBench) -> anyhow::Result<bool> {
 
     // 1. Loaded and idle, then followed, then waited on.
     let empty = Weight::of(&server).await?;
+    let empty_cpu = idle_cpu_ms(&server).await;
     for id in &ids {
         server
             .request(id, r#"{"requestId":"load","snapshot":{}}"#)
@@ -125,6 +127,11 @@ pub async fn run(bench: ServeBench) -> anyhow::Result<bool> {
         (loaded.tasks - empty.tasks) / sessions as f64,
         empty.kib,
         loaded.kib,
+    );
+    println!(
+        "CPU while they sit idle: {:.1} ms a second, {:.1} with none loaded (an idle session should cost none)",
+        idle_cpu_ms(&server).await,
+        empty_cpu
     );
     let frames = Arc::new(AtomicU64::new(0));
     let (seen_tx, mut seen) = mpsc::unbounded_channel();
@@ -340,10 +347,26 @@ async fn next(seen: &mut mpsc::UnboundedReceiver<Seen>) -> anyhow::Result<Seen> 
     }
 }
 
-/// The server's resident set once it has been quiet for a second.
+/// The CPU time the server uses while nobody asks it anything, in milliseconds a second, over
+/// a window longer than any of its periodic work (the leases' heartbeat: 5 s).
+async fn idle_cpu_ms(server: &Server) -> f64 {
+    const WINDOW: Duration = Duration::from_secs(6);
+    let before = server.cpu_seconds();
+    tokio::time::sleep(WINDOW).await;
+    (server.cpu_seconds() - before) * 1000.0 / WINDOW.as_secs_f64()
+}
+
+/// The server's resident set once it has been quiet for a second: the least of five looks
+/// over the next two, so that what a moment's work allocated and is freeing (a sweep of the
+/// store, an answer being written) is not taken for what the server keeps.
 async fn settled(server: &Server) -> u64 {
     tokio::time::sleep(Duration::from_secs(1)).await;
-    server.rss_kib()
+    let mut least = server.rss_kib();
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        least = least.min(server.rss_kib());
+    }
+    least
 }
 
 fn kib_each(kib: u64, count: usize) -> f64 {
