@@ -54,8 +54,8 @@ pub use deadlines::DeadlineChanges;
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use fingerprint::{Fingerprinter, fingerprint as request_fingerprint};
 pub use hosted::{
-    Incoming, OpenedSession, ParsedLine, RunSetup, ServeConfig, ServeEnd, parse_line, serve,
-    too_large,
+    IdleSignal, Incoming, OpenedSession, ParsedLine, RunSetup, ServeConfig, ServeEnd, parse_line,
+    serve, too_large,
 };
 pub use id::{IdError, MAX_REQUEST_ID, MAX_SESSION_ID, check_request_id, check_session_id, new_id};
 pub use log::{EventLog, LogEntry, now_ms, ordinal_error};

@@ -42,7 +42,7 @@ fn an_idle_writer_holds_its_session_once() {
         },
     };
     let (_requests, incoming) = mpsc::channel(1);
-    let writer = opened.write(incoming, CancellationToken::new());
+    let writer = opened.write(incoming, CancellationToken::new(), Default::default());
     let size = std::mem::size_of_val(&writer);
     assert!(
         size <= MOST,

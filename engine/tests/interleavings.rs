@@ -152,6 +152,7 @@ fn check(ops: &[Op]) -> Result<Vec<String>, TestCaseError> {
                     keep_recent_turns: 1,
                     instructions: None,
                 },
+                idle: Default::default(),
             };
             let feeder = async move {
                 let mut sent = Vec::new();

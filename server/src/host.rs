@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use reel_engine::Incoming;
+use reel_engine::{IdleSignal, Incoming};
 use reel_proto::rpc::{
     PROTOCOL_VERSION, RpcRequestLine, ShutdownRequest, rpc_request_line::Request,
 };
@@ -24,6 +24,7 @@ use crate::{
     frames::FramesSink,
     idle::{self, Activity},
     metrics::{Census, Metrics},
+    parked_writer::ParkedWriter,
     source::{SessionSource, SourceError},
     subscription::SharedSnapshot,
 };
@@ -53,6 +54,8 @@ pub struct Hosted {
     evicting: AtomicBool,
     /// Cancelled once its writer has ended and its lease is released.
     ended: CancellationToken,
+    /// Its writer, which holds no task while it waits for a request.
+    writer: Arc<ParkedWriter>,
     /// Its timeline's frames, shared by the subscribers that start from it.
     pub snapshot: SharedSnapshot,
 }
@@ -64,7 +67,11 @@ impl Hosted {
         self.activity.touch();
         let requests = self.requests.read().await;
         match requests.as_ref() {
-            Some(requests) => requests.send(request).await.map_err(|e| e.0),
+            Some(requests) => {
+                requests.send(request).await.map_err(|e| e.0)?;
+                self.writer.knock();
+                Ok(())
+            }
             None => Err(request),
         }
     }
@@ -105,6 +112,7 @@ impl Hosted {
             let _ = requests
                 .send(Incoming::Request(Box::new(shutdown_request(request_id))))
                 .await;
+            self.writer.knock();
         }
     }
 }
@@ -219,12 +227,9 @@ impl Host {
         let committed = opened.session.store_committed();
         let (requests, incoming) = mpsc::channel(REQUEST_QUEUE);
         let ended = CancellationToken::new();
-        let writer = opened.write(incoming, self.stop.child_token());
-        let done = ended.clone();
-        self.writers.spawn(async move {
-            writer.await;
-            done.cancel();
-        });
+        let idle = IdleSignal::default();
+        let writer = opened.write(incoming, self.stop.child_token(), idle.clone());
+        let writer = ParkedWriter::start(writer, idle, self.writers.clone(), ended.clone());
         // Thousands of sessions load and unload in a server's day: not news for its log.
         tracing::debug!("session {id} loaded");
         let hosted = Arc::new(Hosted {
@@ -235,6 +240,7 @@ impl Host {
             activity,
             evicting: AtomicBool::new(false),
             ended,
+            writer,
             snapshot: SharedSnapshot::default(),
         });
         Ok(hosted)

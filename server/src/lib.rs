@@ -31,6 +31,7 @@ mod metrics;
 mod openapi;
 mod page;
 mod params;
+mod parked_writer;
 mod retention;
 mod search;
 mod session_io;

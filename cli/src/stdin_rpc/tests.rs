@@ -85,7 +85,7 @@ proptest! {
             let mut fanout = Fanout::new();
             fanout.attach(Box::new(memory.clone()));
             let provider = ScriptedProvider::echo();
-            let config = ServeConfig { id_fixed: false, provider: &provider, system_prompt: None, settings: ModelSettings::default(), approver: None, tools: &reel_engine::NO_TOOLS, budgets: Default::default(), context_policy: Default::default() };
+            let config = ServeConfig { id_fixed: false, provider: &provider, system_prompt: None, settings: ModelSettings::default(), approver: None, tools: &reel_engine::NO_TOOLS, budgets: Default::default(), context_policy: Default::default(), idle: Default::default() };
             let requests = read_requests(std::io::Cursor::new(input), LIMIT);
             let (session, _) = serve(Session::new("s", fanout), config, requests, CancellationToken::new()).await;
             assert!(session.close().await.is_empty());

@@ -15,7 +15,7 @@ use crate::{
     tools::{Approver, Toolbox},
 };
 
-use super::{Incoming, ServeConfig};
+use super::{IdleSignal, Incoming, ServeConfig};
 
 /// What every run of a hosted session is made with (its command file, prepared).
 pub struct RunSetup {
@@ -34,8 +34,8 @@ pub struct RunSetup {
 
 impl RunSetup {
     /// The configuration [`super::serve`] answers a stored session's requests with: its id is
-    /// the store's, so requests may not rename it.
-    pub fn serve_config(&self) -> ServeConfig<'_> {
+    /// the store's, so requests may not rename it; `idle` is set while it waits for one.
+    pub fn serve_config(&self, idle: IdleSignal) -> ServeConfig<'_> {
         ServeConfig {
             id_fixed: true,
             provider: self.provider.as_ref(),
@@ -45,6 +45,7 @@ impl RunSetup {
             approver: self.approver.as_deref(),
             budgets: self.budgets,
             context_policy: self.context_policy.clone(),
+            idle,
         }
     }
 }
@@ -58,11 +59,13 @@ pub struct OpenedSession {
 impl OpenedSession {
     /// The session's writer, for a host of sessions: readies it, answers `incoming` with
     /// [`super::serve`] until they end or `stop`, then closes its sinks (the store releases
-    /// the lease), saying on stderr each one that failed.
+    /// the lease), saying on stderr each one that failed. `idle` is set while it waits for a
+    /// request and nothing else.
     pub fn write(
         self,
         incoming: mpsc::Receiver<Incoming>,
         stop: CancellationToken,
+        idle: IdleSignal,
     ) -> impl Future<Output = ()> {
         // Taken apart before the future is made: an `async fn` keeps its arguments for its
         // whole life beside what they are moved into, and an idle session's writer would hold
@@ -76,7 +79,8 @@ impl OpenedSession {
             // idle keeps only what it holds, not room for the largest thing it ever awaits.
             Box::pin(Self::ready(&mut session, &mut runs)).await;
             let id = session.id().to_owned();
-            let (session, end) = super::serve(session, runs.serve_config(), incoming, stop).await;
+            let config = runs.serve_config(idle);
+            let (session, end) = super::serve(session, config, incoming, stop).await;
             for failure in Box::pin(session.close()).await {
                 tracing::error!(
                     "session {id}: output {} failed: {}",

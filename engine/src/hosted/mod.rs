@@ -95,14 +95,18 @@ pub struct ServeConfig<'a> {
     pub approver: Option<&'a dyn Approver>,
     pub budgets: Budgets,
     pub context_policy: ContextPolicy,
+    /// Set while the writer waits for a request and nothing else (see [`IdleSignal`]).
+    pub idle: IdleSignal,
 }
 
 mod hosting;
+mod idle;
 mod request;
 mod request_id;
 mod request_line;
 
 pub use hosting::{OpenedSession, RunSetup};
+pub use idle::IdleSignal;
 pub use request_line::{ParsedLine, parse_line, too_large};
 
 /// Serves `session` until the input ends, a shutdown request, a read failure or `interrupt`.
@@ -135,6 +139,14 @@ struct Server<'a> {
     /// The submit being answered (boxed: an idle session's writer would otherwise keep room
     /// for a run it does not have, 1.3 KB).
     active: Option<Box<ActiveRun<'a>>>,
+}
+
+/// What woke a waiting writer.
+enum Woken {
+    Interrupted,
+    /// A request, or `None` when the input ended.
+    Request(Option<Incoming>),
+    Event(RunEvent),
 }
 
 /// What the loop does after handling a request.
@@ -194,18 +206,30 @@ impl<'a> Server<'a> {
                 }
             }
             Box::pin(self.session.flush()).await;
-            tokio::select! {
+            // Only a request (or `interrupt`) can wake a writer with no run and no draining:
+            // its host may set its future aside until one comes.
+            self.config
+                .idle
+                .set(self.active.is_none() && draining.is_none());
+            let woken = tokio::select! {
                 biased;
-                () = interrupt.cancelled() => {}
-                message = incoming.recv(), if draining.is_none() => match message {
-                    None => draining = Some(Box::pin(self.stop_reading(None)).await),
-                    Some(message) => match Box::pin(self.handle(message)).await {
-                        Next::Continue => {}
-                        Next::Drain(shutdown) => draining = Some(Box::pin(self.stop_reading(shutdown)).await),
-                        Next::End(end) => return end,
-                    },
+                () = interrupt.cancelled() => Woken::Interrupted,
+                message = incoming.recv(), if draining.is_none() => Woken::Request(message),
+                event = next_event(&mut self.active), if self.active.is_some() => Woken::Event(event),
+            };
+            // Cleared before anything is done about it: what that awaits wakes this task.
+            self.config.idle.set(false);
+            match woken {
+                Woken::Interrupted => {}
+                Woken::Request(None) => draining = Some(Box::pin(self.stop_reading(None)).await),
+                Woken::Request(Some(message)) => match Box::pin(self.handle(message)).await {
+                    Next::Continue => {}
+                    Next::Drain(shutdown) => {
+                        draining = Some(Box::pin(self.stop_reading(shutdown)).await)
+                    }
+                    Next::End(end) => return end,
                 },
-                event = next_event(&mut self.active), if self.active.is_some() => Box::pin(self.advance(event)).await,
+                Woken::Event(event) => Box::pin(self.advance(event)).await,
             }
         }
     }

@@ -470,6 +470,7 @@ async fn serve_stdin(
         approver: None,
         budgets: prepared.budgets,
         context_policy: prepared.context_policy,
+        idle: Default::default(),
     };
     let (session, end) = serve(session, config, requests, cancel).await;
     let ending = match end {
