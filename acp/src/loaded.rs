@@ -87,7 +87,7 @@ impl Loaded {
     ) -> Self {
         let (requests, incoming) = mpsc::channel(REQUEST_QUEUE);
         let ended = CancellationToken::new();
-        let writer = opened.write(incoming, stop.clone(), Default::default());
+        let writer = opened.write(incoming, stop.clone());
         let done = ended.clone();
         writers.spawn(async move {
             writer.await;

@@ -5,22 +5,26 @@
 //! waits for anything (the model, a request), so batching never delays a frame a reader could
 //! already see; it only saves a thread wake-up per event when events come fast.
 //!
-//! Each sink runs as its own task behind a bounded channel; an [`InlineSink`] (whose work never
-//! waits) is handed each batch on the session's task instead, and holds no task. When a sink
+//! Each sink runs as its own task behind a bounded channel, or, in a fan-out made with
+//! [`Fanout::on_writer_task`], within the session writer's own future (a host of many sessions:
+//! an idle session then holds no task); an [`InlineSink`] (whose work never waits) is handed
+//! each batch on the session's task, and holds no task either. When a sink
 //! fails, its channel closes; the fan-out detaches it, logs the error on stderr and tells the
 //! remaining sinks with a non-terminal `sink_failed` error frame (a durable sink's failure is
 //! the session's to report, as a terminal `storage_failed`). The log and the other sinks are
 //! never affected.
 
-use std::sync::Arc;
+use std::{future::Future, panic::AssertUnwindSafe, pin::Pin, sync::Arc};
 
+use futures::FutureExt;
 use reel_proto::rpc::ErrorFrame;
 use tokio::{
-    sync::{mpsc, watch},
+    sync::{mpsc, oneshot, watch},
     task::JoinHandle,
 };
 
 use crate::{
+    idle::IdleSignal,
     output::{Output, OutputKind},
     sink::{Acks, Durability, InlineSink, Reads, Sink, SinkError},
     vocabulary::ErrorCode,
@@ -34,10 +38,34 @@ const BATCH: usize = 128;
 /// Outputs in the order they were produced, shared by all sinks.
 pub type OutputBatch = Arc<[Output]>;
 
+/// How a sink ended: `Err` with what was said when it panicked.
+type SinkEnd = Result<Result<(), SinkError>, String>;
+
+/// A sink's run on its session writer's task, not polled until the writer takes it.
+type WriterTaskSink = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Where a sink runs, and how its end is learnt.
+enum SinkTask {
+    Spawned(JoinHandle<Result<(), SinkError>>),
+    /// On the session writer's task (see [`Fanout::on_writer_task`]).
+    OnWriterTask(oneshot::Receiver<SinkEnd>),
+}
+
+impl SinkTask {
+    async fn end(self) -> SinkEnd {
+        match self {
+            Self::Spawned(task) => task.await.map_err(|join| join.to_string()),
+            Self::OnWriterTask(end) => end
+                .await
+                .unwrap_or_else(|_| Err("dropped before it ended".into())),
+        }
+    }
+}
+
 struct AttachedSink {
     name: String,
     tx: mpsc::Sender<OutputBatch>,
-    task: JoinHandle<Result<(), SinkError>>,
+    task: SinkTask,
     /// For durable sinks: the highest ordinal the sink has committed.
     committed: Option<watch::Receiver<u64>>,
     reads: Reads,
@@ -61,11 +89,45 @@ pub struct Fanout {
     failures: Vec<SinkFailure>,
     /// Outputs collected and not yet delivered.
     pending: Vec<Output>,
+    /// Set for a fan-out whose sinks run on the session writer's task: the session's idle
+    /// signal, which those sinks take part in.
+    on_writer_task: Option<IdleSignal>,
+    /// Those sinks, until the writer takes them.
+    writer_task_sinks: Vec<WriterTaskSink>,
 }
 
 impl Fanout {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A fan-out whose task sinks run within the session writer's future
+    /// ([`crate::OpenedSession::write`] runs them) instead of on tasks of their own: a host
+    /// of many sessions holds no task for a session whose writer and sinks all wait (see
+    /// [`IdleSignal`]). Sinks not taken by a writer start on tasks of their own when the
+    /// fan-out closes or is dropped.
+    pub fn on_writer_task() -> Self {
+        let mut fanout = Self::default();
+        fanout.on_writer_task = Some(IdleSignal::default());
+        fanout
+    }
+
+    /// The session's idle signal (one nobody sets, for a fan-out whose sinks have tasks of
+    /// their own).
+    pub fn idle_signal(&self) -> IdleSignal {
+        self.on_writer_task.clone().unwrap_or_default()
+    }
+
+    /// The sinks that run on the writer's task, as one future that ends when they all have.
+    pub fn take_writer_task_sinks(&mut self) -> impl Future<Output = ()> + Send + use<> {
+        futures::future::join_all(std::mem::take(&mut self.writer_task_sinks)).map(drop)
+    }
+
+    /// Starts the sinks no writer took on tasks of their own.
+    fn spawn_writer_task_sinks(&mut self) {
+        for sink in std::mem::take(&mut self.writer_task_sinks) {
+            tokio::spawn(sink);
+        }
     }
 
     /// Starts `sink` on its own task; a durable sink's acknowledgements are waited for by
@@ -81,7 +143,18 @@ impl Fanout {
                 (acks, Some(committed))
             }
         };
-        let task = tokio::spawn(sink.run(rx, acks));
+        let task = match &self.on_writer_task {
+            None => SinkTask::Spawned(tokio::spawn(sink.run(rx, acks))),
+            Some(idle) => {
+                let acks = acks.idle_in(Some(idle.sink()));
+                let (ended, end) = oneshot::channel();
+                self.writer_task_sinks.push(Box::pin(async move {
+                    let run = AssertUnwindSafe(sink.run(rx, acks)).catch_unwind().await;
+                    let _ = ended.send(run.map_err(|panic| panic_message(&*panic)));
+                }));
+                SinkTask::OnWriterTask(end)
+            }
+        };
         self.sinks.push(AttachedSink {
             name,
             tx,
@@ -213,6 +286,7 @@ impl Fanout {
     /// Closes every sink's queue and waits until each has written what it received.
     /// Returns every failure, including those found while closing.
     pub async fn close(mut self) -> Vec<SinkFailure> {
+        self.spawn_writer_task_sinks();
         self.flush().await;
         // They have everything: dropped first, as a sink whose queue closes ends first.
         self.inline.clear();
@@ -229,7 +303,7 @@ impl Fanout {
                 self.failures.push(failure);
             }
         }
-        self.failures
+        std::mem::take(&mut self.failures)
     }
 
     async fn detach(sink: AttachedSink) -> SinkFailure {
@@ -251,15 +325,11 @@ impl Fanout {
             })
     }
 
-    async fn outcome(
-        name: String,
-        task: JoinHandle<Result<(), SinkError>>,
-        durable: bool,
-    ) -> Option<SinkFailure> {
-        let message = match task.await {
+    async fn outcome(name: String, task: SinkTask, durable: bool) -> Option<SinkFailure> {
+        let message = match task.end().await {
             Ok(Ok(())) => return None,
             Ok(Err(error)) => crate::store::error_chain(&error),
-            Err(join) => format!("crashed: {join}"),
+            Err(crash) => format!("crashed: {crash}"),
         };
         tracing::error!(sink = %name, "output failed: {message}");
         Some(SinkFailure {
@@ -268,6 +338,25 @@ impl Fanout {
             durable,
         })
     }
+}
+
+impl Drop for Fanout {
+    /// Sinks that were to run on a writer that never took them still end as sinks do (their
+    /// queues are closed now): a durable one commits what it has and releases its session.
+    fn drop(&mut self) {
+        if !self.writer_task_sinks.is_empty() && tokio::runtime::Handle::try_current().is_ok() {
+            self.spawn_writer_task_sinks();
+        }
+    }
+}
+
+/// What a panic said.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|says| (*says).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
 }
 
 #[cfg(test)]

@@ -260,3 +260,110 @@ async fn a_sink_that_stops_reading_holds_the_session_back() {
         "exactly the queue's batches went through"
     );
 }
+
+/// A durable sink that reads its input through `Acks::next_batch` and acknowledges each event
+/// after a moment.
+struct WaitingStore;
+
+#[async_trait::async_trait]
+impl Sink for WaitingStore {
+    fn name(&self) -> String {
+        "store".into()
+    }
+
+    fn durability(&self) -> Durability {
+        Durability::Durable { acknowledged: 0 }
+    }
+
+    async fn run(
+        self: Box<Self>,
+        mut input: mpsc::Receiver<OutputBatch>,
+        acks: Acks,
+    ) -> Result<(), SinkError> {
+        while let Some(batch) = acks.next_batch(&mut input).await {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            if let Some(last) = ordinals(&batch).last() {
+                acks.committed(*last);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A fan-out whose sinks run on the writer's task: no task of their own, the writer's future
+/// runs them, and the idle signal says idle only while the writer and every such sink wait.
+#[tokio::test]
+async fn sinks_on_the_writer_task_run_within_its_future_and_count_in_its_idle_signal() {
+    let mut fanout = Fanout::on_writer_task();
+    fanout.attach(Box::new(WaitingStore));
+    let memory = MemorySink::new();
+    fanout.attach(Box::new(memory.clone()));
+    let idle = fanout.idle_signal();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    assert_eq!(metrics.num_alive_tasks(), 0, "no task was started for them");
+    idle.set(true);
+    assert!(!idle.is_idle(), "a sink that has not waited yet is busy");
+    let sinks = fanout.take_writer_task_sinks();
+    let writer = async {
+        fanout.send(event(1)).await;
+        fanout.send(event(2)).await;
+        fanout.wait_committed(2).await.unwrap();
+        fanout.close().await
+    };
+    let (failures, ()) = futures::future::join(writer, sinks).await;
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(ordinals(&memory.outputs()), [1, 2]);
+    // MemorySink reads its input itself: it never says it waits, so its session never
+    // counts as idle; with it gone (ended), the store alone decides.
+    assert!(idle.is_idle(), "every sink has ended");
+
+    let mut fanout = Fanout::on_writer_task();
+    fanout.attach(Box::new(WaitingStore));
+    let idle = fanout.idle_signal();
+    idle.set(true);
+    let mut sinks = Box::pin(fanout.take_writer_task_sinks());
+    // Polled once: the store waits for a batch with nothing in flight.
+    assert!(futures::poll!(sinks.as_mut()).is_pending());
+    assert!(idle.is_idle(), "the writer and its sink both wait");
+    fanout.send(event(1)).await;
+    fanout.flush().await;
+    assert!(futures::poll!(sinks.as_mut()).is_pending());
+    assert!(!idle.is_idle(), "the store commits a batch");
+    let closing = async {
+        let failures = fanout.close().await;
+        assert!(failures.is_empty());
+    };
+    futures::future::join(closing, sinks).await;
+}
+
+/// Sinks meant for a writer that never took them end when the fan-out is dropped, on tasks
+/// of their own, as every sink whose queue closes does.
+#[tokio::test]
+async fn sinks_no_writer_took_end_when_the_fan_out_is_dropped() {
+    let mut fanout = Fanout::on_writer_task();
+    let (ended, mut end) = mpsc::unbounded_channel();
+    fanout.attach(Box::new(Ending(ended)));
+    drop(fanout);
+    let said = tokio::time::timeout(Duration::from_secs(5), end.recv()).await;
+    assert_eq!(said.expect("the sink ran"), Some("closed"));
+}
+
+/// A sink that says when its queue closes.
+struct Ending(mpsc::UnboundedSender<&'static str>);
+
+#[async_trait::async_trait]
+impl Sink for Ending {
+    fn name(&self) -> String {
+        "ending".into()
+    }
+
+    async fn run(
+        self: Box<Self>,
+        mut input: mpsc::Receiver<OutputBatch>,
+        _acks: Acks,
+    ) -> Result<(), SinkError> {
+        while input.recv().await.is_some() {}
+        let _ = self.0.send("closed");
+        Ok(())
+    }
+}

@@ -22,6 +22,7 @@ mod fanout;
 mod fingerprint;
 mod hosted;
 mod id;
+mod idle;
 mod log;
 mod log_pages;
 mod output;
@@ -54,10 +55,11 @@ pub use deadlines::DeadlineChanges;
 pub use fanout::{Fanout, OutputBatch, SinkFailure};
 pub use fingerprint::{Fingerprinter, fingerprint as request_fingerprint};
 pub use hosted::{
-    IdleSignal, Incoming, OpenedSession, ParsedLine, RunSetup, ServeConfig, ServeEnd, parse_line,
-    serve, too_large,
+    Incoming, OpenedSession, ParsedLine, RunSetup, ServeConfig, ServeEnd, parse_line, serve,
+    too_large,
 };
 pub use id::{IdError, MAX_REQUEST_ID, MAX_SESSION_ID, check_request_id, check_session_id, new_id};
+pub use idle::IdleSignal;
 pub use log::{EventLog, LogEntry, now_ms, ordinal_error};
 pub use log_pages::LogPages;
 pub use output::{CommittedEvent, Output, OutputKind, hello_frame};

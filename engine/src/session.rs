@@ -89,6 +89,16 @@ impl Session {
         &self.id
     }
 
+    /// What says when the session waits for a request and nothing else.
+    pub(crate) fn idle_signal(&self) -> crate::IdleSignal {
+        self.outputs.idle_signal()
+    }
+
+    /// The sinks that run on the writer's task, as one future for the writer to run.
+    pub(crate) fn take_writer_task_sinks(&mut self) -> impl Future<Output = ()> + Send + use<> {
+        self.outputs.take_writer_task_sinks()
+    }
+
     /// Adds `sink` to the session's outputs (before its first output: it gets them all).
     pub fn attach(&mut self, sink: Box<dyn crate::sink::Sink>) {
         self.outputs.attach(sink);

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::{fanout::OutputBatch, output::Output};
+use crate::{fanout::OutputBatch, idle::SinkIdle, output::Output};
 
 /// Why a sink stopped.
 #[derive(Debug, thiserror::Error)]
@@ -49,21 +49,54 @@ pub enum Reads {
     LogOnly,
 }
 
-/// Where a sink acknowledges the highest ordinal it has made durable. A best-effort sink
-/// ignores it.
+/// Where a sink acknowledges the highest ordinal it has made durable (a best-effort sink
+/// ignores it), and says when it waits for its next batch.
 #[derive(Debug)]
-pub struct Acks(watch::Sender<u64>);
+pub struct Acks {
+    committed: watch::Sender<u64>,
+    /// For a sink on its session writer's task: its part of the session's idle signal.
+    idle: Option<SinkIdle>,
+}
 
 impl Acks {
     /// A pair: the sink's end and the session's.
     pub(crate) fn channel(acknowledged: u64) -> (Self, watch::Receiver<u64>) {
-        let (sender, receiver) = watch::channel(acknowledged);
-        (Self(sender), receiver)
+        let (committed, receiver) = watch::channel(acknowledged);
+        (
+            Self {
+                committed,
+                idle: None,
+            },
+            receiver,
+        )
+    }
+
+    /// The same, counted in the idle signal of a session whose writer's task runs the sink.
+    pub(crate) fn idle_in(self, idle: Option<SinkIdle>) -> Self {
+        Self { idle, ..self }
     }
 
     /// Everything up to `ordinal` is durable.
     pub fn committed(&self, ordinal: u64) {
-        self.0.send_replace(ordinal);
+        self.committed.send_replace(ordinal);
+    }
+
+    /// The next batch of `input`, `None` once it has closed; the sink counts as waiting
+    /// with nothing in flight meanwhile. On a session writer's task (see
+    /// [`crate::Fanout::on_writer_task`]), a session whose writer and sinks all wait holds no
+    /// task until a request comes; a sink that reads its input otherwise keeps its session's
+    /// task. Elsewhere it is `input.recv()`.
+    pub async fn next_batch(&self, input: &mut mpsc::Receiver<OutputBatch>) -> Option<OutputBatch> {
+        self.waiting(true);
+        let batch = input.recv().await;
+        self.waiting(false);
+        batch
+    }
+
+    fn waiting(&self, waiting: bool) {
+        if let Some(idle) = &self.idle {
+            idle.set(waiting);
+        }
     }
 }
 

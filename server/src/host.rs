@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use reel_engine::{IdleSignal, Incoming};
+use reel_engine::Incoming;
 use reel_proto::rpc::{
     PROTOCOL_VERSION, RpcRequestLine, ShutdownRequest, rpc_request_line::Request,
 };
@@ -227,8 +227,8 @@ impl Host {
         let committed = opened.session.store_committed();
         let (requests, incoming) = mpsc::channel(REQUEST_QUEUE);
         let ended = CancellationToken::new();
-        let idle = IdleSignal::default();
-        let writer = opened.write(incoming, self.stop.child_token(), idle.clone());
+        let idle = opened.idle_signal();
+        let writer = opened.write(incoming, self.stop.child_token());
         let writer = ParkedWriter::start(writer, idle, self.writers.clone(), ended.clone());
         // Thousands of sessions load and unload in a server's day: not news for its log.
         tracing::debug!("session {id} loaded");

@@ -124,24 +124,22 @@ mod tests {
 
     /// A writer like the engine's: says it is idle while it waits for a request, and ends
     /// when the queue closes. It counts what it received.
-    fn writer(
+    async fn writer(
         mut incoming: mpsc::Receiver<u32>,
         idle: IdleSignal,
         received: mpsc::UnboundedSender<u32>,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        async move {
-            loop {
-                idle.set(true);
-                let request = incoming.recv().await;
-                idle.set(false);
-                match request {
-                    Some(n) => {
-                        // Some work that waits, as a request's handling does.
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                        let _ = received.send(n);
-                    }
-                    None => return,
+    ) {
+        loop {
+            idle.set(true);
+            let request = incoming.recv().await;
+            idle.set(false);
+            match request {
+                Some(n) => {
+                    // Some work that waits, as a request's handling does.
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    let _ = received.send(n);
                 }
+                None => return,
             }
         }
     }
@@ -163,7 +161,7 @@ mod tests {
         for round in 0..500u32 {
             // Idle: the writer's task has ended.
             let mut waited = 0;
-            while tasks.len() > 0 {
+            while !tasks.is_empty() {
                 tokio::time::sleep(Duration::from_millis(1)).await;
                 waited += 1;
                 assert!(waited < 5_000, "the idle writer kept its task");

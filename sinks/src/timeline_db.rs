@@ -186,7 +186,7 @@ impl<S: LogStore> Sink for TimelineDbSink<S> {
         let mut title = None;
         // While the session waits, it holds its lease: the store renews every lease of the
         // process at once (an idle session has no timer of its own).
-        while let Some(batch) = input.recv().await {
+        while let Some(batch) = acks.next_batch(&mut input).await {
             let mut run_ended = self.absorb(&batch, &mut pending, &mut title);
             while pending.len() < MAX_PENDING {
                 match input.try_recv() {

@@ -74,7 +74,7 @@ impl<S: TurnStore> Sink for TurnsDbSink<S> {
         mut input: mpsc::Receiver<OutputBatch>,
         acks: Acks,
     ) -> Result<(), SinkError> {
-        while let Some(batch) = input.recv().await {
+        while let Some(batch) = acks.next_batch(&mut input).await {
             for output in batch.iter() {
                 let OutputKind::Event(committed) = &output.kind else {
                     continue;

@@ -217,7 +217,8 @@ impl CommandSessions {
         let opened = persistence::open_in(stores, id.to_owned(), true, false)
             .await
             .map_err(anyhow_failed)?;
-        let mut fanout = Fanout::new();
+        // Its sinks run on its writer's task: an idle session holds no task.
+        let mut fanout = Fanout::on_writer_task();
         fanout.attach_inline(frames);
         let mut reader = opened.archive.as_ref().map(TimelineStore::shared);
         let stored = opened.log.last_ordinal();

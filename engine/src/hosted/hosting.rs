@@ -15,7 +15,8 @@ use crate::{
     tools::{Approver, Toolbox},
 };
 
-use super::{IdleSignal, Incoming, ServeConfig};
+use super::{Incoming, ServeConfig};
+use crate::IdleSignal;
 
 /// What every run of a hosted session is made with (its command file, prepared).
 pub struct RunSetup {
@@ -57,15 +58,20 @@ pub struct OpenedSession {
 }
 
 impl OpenedSession {
+    /// What says when the session waits for a request and nothing else (see
+    /// [`IdleSignal`]): a host may set the writer's future aside then.
+    pub fn idle_signal(&self) -> IdleSignal {
+        self.session.idle_signal()
+    }
+
     /// The session's writer, for a host of sessions: readies it, answers `incoming` with
     /// [`super::serve`] until they end or `stop`, then closes its sinks (the store releases
-    /// the lease), saying on stderr each one that failed. `idle` is set while it waits for a
-    /// request and nothing else.
+    /// the lease), saying on stderr each one that failed. The sinks a fan-out runs on the
+    /// writer's task ([`crate::Fanout::on_writer_task`]) run within this future.
     pub fn write(
         self,
         incoming: mpsc::Receiver<Incoming>,
         stop: CancellationToken,
-        idle: IdleSignal,
     ) -> impl Future<Output = ()> {
         // Taken apart before the future is made: an `async fn` keeps its arguments for its
         // whole life beside what they are moved into, and an idle session's writer would hold
@@ -74,7 +80,9 @@ impl OpenedSession {
             mut session,
             mut runs,
         } = self;
-        async move {
+        let idle = session.idle_signal();
+        let sinks = session.take_writer_task_sinks();
+        let writing = async move {
             // Boxed, as the engine's request handling is: the future of a session that sits
             // idle keeps only what it holds, not room for the largest thing it ever awaits.
             Box::pin(Self::ready(&mut session, &mut runs)).await;
@@ -89,7 +97,9 @@ impl OpenedSession {
                 );
             }
             tracing::debug!("session {id} unloaded ({end:?})");
-        }
+        };
+        // Joined as they are: an `async` block around them would hold them twice.
+        futures::FutureExt::map(futures::future::join(writing, sinks), drop)
     }
 
     /// Readies the session for requests: closes a run its last process left open (as resume

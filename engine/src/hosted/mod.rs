@@ -96,17 +96,15 @@ pub struct ServeConfig<'a> {
     pub budgets: Budgets,
     pub context_policy: ContextPolicy,
     /// Set while the writer waits for a request and nothing else (see [`IdleSignal`]).
-    pub idle: IdleSignal,
+    pub idle: crate::IdleSignal,
 }
 
 mod hosting;
-mod idle;
 mod request;
 mod request_id;
 mod request_line;
 
 pub use hosting::{OpenedSession, RunSetup};
-pub use idle::IdleSignal;
 pub use request_line::{ParsedLine, parse_line, too_large};
 
 /// Serves `session` until the input ends, a shutdown request, a read failure or `interrupt`.
