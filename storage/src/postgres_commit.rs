@@ -83,7 +83,14 @@ async fn end_commit(
     }
     let (runs, status) = run_tally(&commit.events);
     let (reset, asking) = approval_tally(&commit.events);
-    sqlx::query(UPDATE_SESSION)
+    let deadlines = DeadlineChanges::of(&commit.events);
+    // A run's end clears the session's deadlines in the same statement: no trip of its own.
+    let update = if deadlines.cleared {
+        UPDATE_SESSION_CLEARING.as_str()
+    } else {
+        UPDATE_SESSION
+    };
+    sqlx::query(AssertSqlSafe(update))
         .bind(to_i64(last))
         .bind(now_ms())
         .bind(commit.entities_ordinal.map(to_i64))
@@ -96,19 +103,23 @@ async fn end_commit(
         .execute(&mut *conn)
         .await
         .map_err(db)?;
-    write_deadlines(conn, session_id, &DeadlineChanges::of(&commit.events)).await
+    write_deadlines(conn, session_id, &deadlines).await
 }
 
-/// The commit's changes to the session's approval deadlines.
+/// [`UPDATE_SESSION`] after [`CLEAR_DEADLINES`], in one statement (a data-modifying `WITH`
+/// runs whether or not the statement reads it).
+static UPDATE_SESSION_CLEARING: LazyLock<String> = LazyLock::new(|| {
+    let clear = CLEAR_DEADLINES.replace("$1", "$7");
+    format!("WITH cleared AS ({clear}) {UPDATE_SESSION}")
+});
+
+/// The commit's changes to the session's approval deadlines after the clearing (which
+/// [`UPDATE_SESSION_CLEARING`] did).
 async fn write_deadlines(
     conn: &mut PgConnection,
     session_id: &str,
     changes: &DeadlineChanges,
 ) -> Result<(), StoreError> {
-    if changes.cleared {
-        let cleared = sqlx::query(CLEAR_DEADLINES).bind(session_id);
-        cleared.execute(&mut *conn).await.map_err(db)?;
-    }
     for call_id in &changes.removed {
         let removed = sqlx::query(REMOVE_DEADLINE).bind(session_id).bind(call_id);
         removed.execute(&mut *conn).await.map_err(db)?;
