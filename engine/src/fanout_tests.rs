@@ -73,7 +73,8 @@ impl Sink for SlowStore {
         mut input: mpsc::Receiver<OutputBatch>,
         acks: Acks,
     ) -> Result<(), SinkError> {
-        while let Some(batch) = input.recv().await {
+        // Through the acknowledgements: on a writer's task, it says when it waits.
+        while let Some(batch) = acks.next_batch(&mut input).await {
             for ordinal in ordinals(&batch) {
                 if Some(ordinal) == self.fail_at {
                     return Err(SinkError::Io(std::io::Error::other("disk full")));
@@ -261,41 +262,15 @@ async fn a_sink_that_stops_reading_holds_the_session_back() {
     );
 }
 
-/// A durable sink that reads its input through `Acks::next_batch` and acknowledges each event
-/// after a moment.
-struct WaitingStore;
-
-#[async_trait::async_trait]
-impl Sink for WaitingStore {
-    fn name(&self) -> String {
-        "store".into()
-    }
-
-    fn durability(&self) -> Durability {
-        Durability::Durable { acknowledged: 0 }
-    }
-
-    async fn run(
-        self: Box<Self>,
-        mut input: mpsc::Receiver<OutputBatch>,
-        acks: Acks,
-    ) -> Result<(), SinkError> {
-        while let Some(batch) = acks.next_batch(&mut input).await {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            if let Some(last) = ordinals(&batch).last() {
-                acks.committed(*last);
-            }
-        }
-        Ok(())
-    }
-}
-
 /// A fan-out whose sinks run on the writer's task: no task of their own, the writer's future
 /// runs them, and the idle signal says idle only while the writer and every such sink wait.
 #[tokio::test]
 async fn sinks_on_the_writer_task_run_within_its_future_and_count_in_its_idle_signal() {
     let mut fanout = Fanout::on_writer_task();
-    fanout.attach(Box::new(WaitingStore));
+    fanout.attach(Box::new(SlowStore {
+        delay: Duration::from_millis(5),
+        fail_at: None,
+    }));
     let memory = MemorySink::new();
     fanout.attach(Box::new(memory.clone()));
     let idle = fanout.idle_signal();
@@ -318,7 +293,10 @@ async fn sinks_on_the_writer_task_run_within_its_future_and_count_in_its_idle_si
     assert!(idle.is_idle(), "every sink has ended");
 
     let mut fanout = Fanout::on_writer_task();
-    fanout.attach(Box::new(WaitingStore));
+    fanout.attach(Box::new(SlowStore {
+        delay: Duration::from_millis(5),
+        fail_at: None,
+    }));
     let idle = fanout.idle_signal();
     idle.set(true);
     let mut sinks = Box::pin(fanout.take_writer_task_sinks());

@@ -206,6 +206,27 @@ async fn shared_stores_on_postgres() {
     shared_stores_take_turns(Location::dsn(&schema.dsn).unwrap()).await;
 }
 
+/// A commit of a person's decision on call `call`, at `ordinal`.
+fn decided(ordinal: u64, call: &str) -> Commit {
+    let decision = ChatToolApprovalDecided {
+        tool_call_id: call.into(),
+        decision: "allow_once".into(),
+        ..Default::default()
+    };
+    Commit {
+        events: vec![entry(ordinal, decision)],
+        ..Commit::default()
+    }
+}
+
+/// A commit of a run's end, at `ordinal`.
+fn run_ended(ordinal: u64) -> Commit {
+    Commit {
+        events: vec![entry(ordinal, ChatRunFinished::default())],
+        ..Commit::default()
+    }
+}
+
 /// The inbox: sessions whose run waits for a person, counted by every commit (+1 a question,
 /// -1 a decision, 0 again at a run's end), read a page at a time with the calls that wait.
 async fn the_inbox_pages_through_waiting_sessions(location: Location) {
@@ -263,23 +284,8 @@ async fn the_inbox_pages_through_waiting_sessions(location: Location) {
     let ids: Vec<&str> = rest.iter().map(|w| w.summary.session_id.as_str()).collect();
     assert_eq!(ids, ["a"]);
     // A decision leaves the inbox; so does a run's end.
-    let decided = Commit {
-        events: vec![entry(
-            4,
-            ChatToolApprovalDecided {
-                tool_call_id: "c1".into(),
-                decision: "allowed".into(),
-                ..Default::default()
-            },
-        )],
-        ..Commit::default()
-    };
-    store.commit("c", &decided).await.unwrap();
-    let ended = Commit {
-        events: vec![entry(4, ChatRunFinished::default())],
-        ..Commit::default()
-    };
-    store.commit("b", &ended).await.unwrap();
+    store.commit("c", &decided(4, "c1")).await.unwrap();
+    store.commit("b", &run_ended(4)).await.unwrap();
     let left = store.waiting("", 10).await.unwrap();
     let ids: Vec<&str> = left.iter().map(|w| w.summary.session_id.as_str()).collect();
     assert_eq!(ids, ["a"]);
@@ -343,29 +349,14 @@ async fn deadlines_follow_the_questions(location: Location) {
     );
     assert_eq!(store.approvals_due(u64::MAX >> 1, 1).await.unwrap(), ["a"]);
     // a1 decided: a's next deadline is a2's, after b's.
-    let decided = Commit {
-        events: vec![entry(
-            5,
-            ChatToolApprovalDecided {
-                tool_call_id: "a1".into(),
-                decision: "allow_once".into(),
-                ..Default::default()
-            },
-        )],
-        ..Commit::default()
-    };
-    store.commit("a", &decided).await.unwrap();
+    store.commit("a", &decided(5, "a1")).await.unwrap();
     assert_eq!(
         store.approvals_due(1_500, 10).await.unwrap(),
         Vec::<String>::new()
     );
     assert_eq!(store.approvals_due(10_000, 10).await.unwrap(), ["b", "a"]);
     // b's run ended; a is removed with its rows.
-    let ended = Commit {
-        events: vec![entry(4, ChatRunFinished::default())],
-        ..Commit::default()
-    };
-    store.commit("b", &ended).await.unwrap();
+    store.commit("b", &run_ended(4)).await.unwrap();
     store.remove("a").await.unwrap();
     assert_eq!(
         store.approvals_due(10_000, 10).await.unwrap(),
