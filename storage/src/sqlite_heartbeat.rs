@@ -28,10 +28,18 @@ use crate::{
 /// A connection that took a lease.
 type Taker = Weak<AsyncMutex<SqliteConnection>>;
 
-/// The connections that took leases in each database file with a heartbeat running.
-static BEATING: Mutex<BTreeMap<String, Vec<Taker>>> = Mutex::new(BTreeMap::new());
+/// A database file's heartbeat: the connections that took leases there, and its task.
+#[derive(Default)]
+struct Beat {
+    takers: Vec<Taker>,
+    /// `None` before it starts; finished when its runtime has gone (then another starts).
+    task: Option<tokio::task::JoinHandle<()>>,
+}
 
-fn beating() -> MutexGuard<'static, BTreeMap<String, Vec<Taker>>> {
+/// The heartbeat of each database file this process holds leases in.
+static BEATING: Mutex<BTreeMap<String, Beat>> = Mutex::new(BTreeMap::new());
+
+fn beating() -> MutexGuard<'static, BTreeMap<String, Beat>> {
     // The map is whole after a panic elsewhere (single inserts and removals).
     BEATING
         .lock()
@@ -51,19 +59,22 @@ pub(crate) fn keep_alive(file: &str, conn: Taker, holds_leases: fn(&str) -> bool
 /// [`keep_alive`] with a heartbeat every `period`.
 fn keep_alive_every(period: Duration, file: &str, conn: Taker, holds_leases: fn(&str) -> bool) {
     let mut beating = beating();
-    let takers = beating.entry(file.to_owned()).or_default();
-    let starts = takers.is_empty();
-    if !takers.iter().any(|taker| taker.ptr_eq(&conn)) {
-        takers.push(conn);
+    let beat = beating.entry(file.to_owned()).or_default();
+    if !beat.takers.iter().any(|taker| taker.ptr_eq(&conn)) {
+        beat.takers.push(conn);
     }
-    if starts {
-        tokio::spawn(beat(period, file.to_owned(), holds_leases));
+    if beat.task.as_ref().is_none_or(|task| task.is_finished()) {
+        beat.task = Some(tokio::spawn(beat_every(
+            period,
+            file.to_owned(),
+            holds_leases,
+        )));
     }
 }
 
 /// The heartbeat of `file`, until the process holds no lease there or every connection that
 /// took one has closed.
-async fn beat(period: Duration, file: String, holds_leases: fn(&str) -> bool) {
+async fn beat_every(period: Duration, file: String, holds_leases: fn(&str) -> bool) {
     let mut every = tokio::time::interval(period);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     every.tick().await;
@@ -92,9 +103,9 @@ fn still_needed(
     holds_leases: fn(&str) -> bool,
 ) -> Option<std::sync::Arc<AsyncMutex<SqliteConnection>>> {
     let mut beating = beating();
-    let takers = beating.get_mut(file)?;
-    takers.retain(|taker| taker.strong_count() > 0);
-    let conn = takers.iter().find_map(Weak::upgrade);
+    let beat = beating.get_mut(file)?;
+    beat.takers.retain(|taker| taker.strong_count() > 0);
+    let conn = beat.takers.iter().find_map(Weak::upgrade);
     if conn.is_none() || !holds_leases(file) {
         beating.remove(file);
         return None;
@@ -146,7 +157,7 @@ mod tests {
         let key = file.display().to_string();
         keep_alive_every(PERIOD, &key, Arc::downgrade(&conn), holds);
         keep_alive_every(PERIOD, &key, Arc::downgrade(&conn), holds);
-        assert_eq!(beating()[&key].len(), 1, "a connection is kept once");
+        assert_eq!(beating()[&key].takers.len(), 1, "a connection is kept once");
         tokio::time::sleep(PERIOD * 5).await;
         let beats: Vec<(String, i64)> =
             sqlx::query_as("SELECT session_id, heartbeat_at FROM leases ORDER BY session_id")
@@ -163,5 +174,56 @@ mod tests {
             tokio::time::sleep(PERIOD).await;
         }
         panic!("the heartbeat outlived its connection");
+    }
+
+    /// A heartbeat whose runtime has gone (a process that opened the file from another
+    /// runtime before) is started again by the next lease taken there.
+    #[test]
+    fn a_heartbeat_whose_runtime_ended_starts_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.db");
+        let key = file.display().to_string();
+        let open = |runtime: &tokio::runtime::Runtime| {
+            runtime.block_on(async {
+                let options = sqlx::sqlite::SqliteConnectOptions::new()
+                    .filename(&file)
+                    .create_if_missing(true);
+                let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
+                sqlx::query(
+                    "CREATE TABLE IF NOT EXISTS leases (session_id TEXT PRIMARY KEY, owner TEXT, heartbeat_at INTEGER)",
+                )
+                .execute(&mut conn)
+                .await
+                .unwrap();
+                sqlx::query("INSERT OR REPLACE INTO leases VALUES ('a', ?, 0)")
+                    .bind(lease::this_process())
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+                let conn = Arc::new(AsyncMutex::new(conn));
+                keep_alive_every(PERIOD, &key, Arc::downgrade(&conn), holds);
+                conn
+            })
+        };
+        let first = tokio::runtime::Runtime::new().unwrap();
+        let kept = open(&first);
+        drop(first);
+        let second = tokio::runtime::Runtime::new().unwrap();
+        let conn = open(&second);
+        drop(kept);
+        let renewed = second.block_on(async {
+            for _ in 0..100 {
+                tokio::time::sleep(PERIOD).await;
+                let (beat,): (i64,) = sqlx::query_as("SELECT heartbeat_at FROM leases")
+                    .fetch_one(&mut *conn.lock().await)
+                    .await
+                    .unwrap();
+                if beat > 0 {
+                    return true;
+                }
+            }
+            false
+        });
+        assert!(renewed, "the second runtime's heartbeat renewed the lease");
     }
 }
