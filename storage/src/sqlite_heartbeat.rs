@@ -127,33 +127,40 @@ mod tests {
 
     const PERIOD: Duration = Duration::from_millis(20);
 
-    #[tokio::test]
-    async fn one_heartbeat_renews_every_lease_of_the_process_and_ends_with_its_connections() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("t.db");
+    /// A connection to `file` holding a `leases` table with `leases` (session, owner) in it,
+    /// none renewed yet.
+    async fn leases_in(file: &std::path::Path, leases: &[(&str, &str)]) -> SqliteConnection {
         let options = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(&file)
+            .filename(file)
             .create_if_missing(true);
         let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
         sqlx::query(
-            "CREATE TABLE leases (session_id TEXT PRIMARY KEY, owner TEXT, heartbeat_at INTEGER)",
+            "CREATE TABLE IF NOT EXISTS leases (session_id TEXT PRIMARY KEY, owner TEXT, heartbeat_at INTEGER)",
         )
         .execute(&mut conn)
         .await
         .unwrap();
-        for (session, owner) in [
-            ("a", lease::this_process()),
-            ("b", lease::this_process()),
-            ("c", "another/1/1"),
-        ] {
-            sqlx::query("INSERT INTO leases VALUES (?, ?, 0)")
+        for (session, owner) in leases {
+            sqlx::query("INSERT OR REPLACE INTO leases VALUES (?, ?, 0)")
                 .bind(session)
                 .bind(owner)
                 .execute(&mut conn)
                 .await
                 .unwrap();
         }
-        let conn = Arc::new(AsyncMutex::new(conn));
+        conn
+    }
+
+    #[tokio::test]
+    async fn one_heartbeat_renews_every_lease_of_the_process_and_ends_with_its_connections() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.db");
+        let leases = [
+            ("a", lease::this_process()),
+            ("b", lease::this_process()),
+            ("c", "another/1/1"),
+        ];
+        let conn = Arc::new(AsyncMutex::new(leases_in(&file, &leases).await));
         let key = file.display().to_string();
         keep_alive_every(PERIOD, &key, Arc::downgrade(&conn), holds);
         keep_alive_every(PERIOD, &key, Arc::downgrade(&conn), holds);
@@ -185,21 +192,7 @@ mod tests {
         let key = file.display().to_string();
         let open = |runtime: &tokio::runtime::Runtime| {
             runtime.block_on(async {
-                let options = sqlx::sqlite::SqliteConnectOptions::new()
-                    .filename(&file)
-                    .create_if_missing(true);
-                let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
-                sqlx::query(
-                    "CREATE TABLE IF NOT EXISTS leases (session_id TEXT PRIMARY KEY, owner TEXT, heartbeat_at INTEGER)",
-                )
-                .execute(&mut conn)
-                .await
-                .unwrap();
-                sqlx::query("INSERT OR REPLACE INTO leases VALUES ('a', ?, 0)")
-                    .bind(lease::this_process())
-                    .execute(&mut conn)
-                    .await
-                    .unwrap();
+                let conn = leases_in(&file, &[("a", lease::this_process())]).await;
                 let conn = Arc::new(AsyncMutex::new(conn));
                 keep_alive_every(PERIOD, &key, Arc::downgrade(&conn), holds);
                 conn
