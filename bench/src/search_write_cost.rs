@@ -1,8 +1,11 @@
 //! What the search index costs writes: the same work stored into a timeline database with the
-//! index and into one without its triggers on `entities`, in [`ROUNDS`] rounds that take turns
-//! at going first. The cost is the median of the rounds' own ratios: on a shared machine two
-//! identical databases differ by up to 10% in one round, so a single round, or the best of
-//! each side, says more about a checkpoint or a neighbour's burst than about the index.
+//! index and into one without its triggers on `entities`, in pairs: each turn (or commit) is
+//! stored into one database and then the other, taking turns at going first, and each side's
+//! time is summed. On a shared machine the rate of one database drifts by 10% or more from
+//! one second to the next (a neighbour's burst, a checkpoint), so timing a whole run of one
+//! and then of the other measured the drift as much as the index; paired this closely, both
+//! sides meet the same drift. [`ROUNDS`] rounds, each of new sessions; the cost is the median
+//! of the rounds' own ratios.
 //!
 //! * The durable event rate (target: at most 20% fewer events per second): a conversation
 //!   through the session into the database, a prompt and a scripted reply of [`REPLY_WORDS`]
@@ -12,9 +15,10 @@
 //! * The worst case, reported beside it: 1,000-message commits of 10 to 30 words a message,
 //!   each streamed as a delta per word, so a document every 21 events on average.
 
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
-use reel_providers::{Script, Step};
+use reel_engine::{DoneStatus, Session};
+use reel_providers::{Script, ScriptedProvider, Step};
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
 
 use crate::{
@@ -41,10 +45,12 @@ pub async fn measure(
     ];
     drop_index(bare).await?;
     let turns = (messages / 500).clamp(50, 2_000);
-    let rounds = alternate(async |round, at| {
-        converse([indexed, bare][at], &format!("conversation-{round}"), turns).await
-    })
-    .await?;
+    let mut rounds = Rounds::default();
+    for round in 0..ROUNDS {
+        rounds
+            .0
+            .push(converse([indexed, bare], &format!("conversation-{round}"), turns).await?);
+    }
     rounds.report(
         name,
         &format!(
@@ -53,13 +59,19 @@ pub async fn measure(
         "target at most 20%",
     );
 
-    let sample = (messages / 10).max(PER_SESSION);
-    let rounds =
-        alternate(async |round, at| streamed_messages(&mut stores[at], round, sample).await)
-            .await?;
+    let sessions = (messages / 10 / PER_SESSION).max(1);
+    let mut rounds = Rounds::default();
+    for round in 0..ROUNDS {
+        rounds
+            .0
+            .push(streamed_messages(&mut stores, round, sessions).await?);
+    }
     rounds.report(
         name,
-        &format!("worst case, {sample} messages of 10 to 30 words, each streamed a delta a word"),
+        &format!(
+            "worst case, {} messages of 10 to 30 words, each streamed a delta a word",
+            sessions * PER_SESSION
+        ),
         "a document every 21 events",
     );
     Ok(())
@@ -68,26 +80,10 @@ pub async fn measure(
 /// Rounds of each measurement: odd, so that the median is one round's.
 const ROUNDS: usize = 5;
 
-/// [`ROUNDS`] rounds of `measure(round, at)`, the rate of the indexed database (`at` 0) and
-/// of the bare one (1). The indexed one goes first in even rounds and the bare one in odd
-/// ones, so that neither always meets a fresh or a just-checkpointed disk.
-async fn alternate(
-    mut measure: impl AsyncFnMut(usize, usize) -> anyhow::Result<f64>,
-) -> anyhow::Result<Rounds> {
-    let mut rounds = Rounds::default();
-    for round in 0..ROUNDS {
-        let order = if round.is_multiple_of(2) {
-            [0, 1]
-        } else {
-            [1, 0]
-        };
-        let mut rates = [0.0; 2];
-        for at in order {
-            rates[at] = measure(round, at).await?;
-        }
-        rounds.0.push(rates);
-    }
-    Ok(rounds)
+/// Which side goes first in pair `n`: the indexed one (0) in even pairs, the bare one (1) in
+/// odd ones.
+fn order(n: usize) -> [usize; 2] {
+    if n.is_multiple_of(2) { [0, 1] } else { [1, 0] }
 }
 
 /// The rates of each round: with the index, and without.
@@ -122,15 +118,45 @@ fn cost([with, without]: [f64; 2]) -> f64 {
     (1.0 - with / without).max(0.0) * 100.0
 }
 
-/// Events per second of `turns` turns of one session stored at `location`.
-async fn converse(location: &Location, session_id: &str, turns: usize) -> anyhow::Result<f64> {
-    let fanout = durable::timeline_fanout(location, session_id).await?;
-    let script = Script {
-        turns: (0..turns).map(reply).collect(),
-        summary: None,
-    };
-    let (events, seconds) = durable::converse_through(fanout, session_id, script, || {}).await?;
-    Ok(events as f64 / seconds)
+/// Events per second of `turns` turns of a session stored at each of `locations` (with the
+/// index, and without), a turn of one and then the same turn of the other.
+async fn converse(
+    locations: [&Location; 2],
+    session_id: &str,
+    turns: usize,
+) -> anyhow::Result<[f64; 2]> {
+    let mut sessions = Vec::with_capacity(2);
+    let mut providers = Vec::with_capacity(2);
+    for (location, side) in locations.into_iter().zip(["indexed", "bare"]) {
+        // A session of its own on each side: PostgreSQL's leases are the server's, not a
+        // schema's.
+        let session_id = format!("{session_id}-{side}");
+        let fanout = durable::timeline_fanout(location, &session_id).await?;
+        sessions.push(Session::new(session_id.as_str(), fanout));
+        providers.push(ScriptedProvider::new(Script {
+            turns: (0..turns).map(reply).collect(),
+            summary: None,
+        }));
+    }
+    let mut seconds = [0.0; 2];
+    for turn in 0..turns {
+        for at in order(turn) {
+            let started = Instant::now();
+            crate::run_prompt(&mut sessions[at], &providers[at]).await;
+            sessions[at].emit_done(&Arc::from(""), DoneStatus::Ok).await;
+            seconds[at] += started.elapsed().as_secs_f64();
+        }
+    }
+    let mut rates = [0.0; 2];
+    for (at, session) in sessions.into_iter().enumerate() {
+        rates[at] = session.log().last_ordinal() as f64 / seconds[at];
+        let failed = session.storage_failed();
+        let failures = session.close().await;
+        if failed || !failures.is_empty() {
+            return Err(anyhow::anyhow!("storing the session failed: {failures:?}"));
+        }
+    }
+    Ok(rates)
 }
 
 /// Turn `n`'s reply: [`REPLY_WORDS`] words of the vocabulary, a delta each.
@@ -145,13 +171,23 @@ fn reply(n: usize) -> Vec<Step> {
         .collect()
 }
 
-/// Events per second of `messages` streamed messages, in sessions of the round's own.
+/// Events per second of `sessions` sessions of [`PER_SESSION`] streamed messages stored into
+/// each of `stores` (with the index, and without), a session's commit into one and then into
+/// the other; the sessions are the round's own.
 async fn streamed_messages(
-    store: &mut TimelineStore,
+    stores: &mut [TimelineStore; 2],
     round: usize,
-    messages: usize,
-) -> anyhow::Result<f64> {
-    let started = Instant::now();
-    let events = store_messages(store, &format!("r{round}-"), messages, true).await?;
-    Ok(events as f64 / started.elapsed().as_secs_f64())
+    sessions: usize,
+) -> anyhow::Result<[f64; 2]> {
+    let mut events = [0; 2];
+    let mut seconds = [0.0; 2];
+    for session in 0..sessions {
+        for at in order(session) {
+            let started = Instant::now();
+            let prefix = format!("r{round}-{session}-");
+            events[at] += store_messages(&mut stores[at], &prefix, PER_SESSION, true).await?;
+            seconds[at] += started.elapsed().as_secs_f64();
+        }
+    }
+    Ok([0, 1].map(|at| events[at] as f64 / seconds[at]))
 }
