@@ -1,12 +1,16 @@
-//! A commit of a session's log to SQLite in two trips to the connection's thread.
+//! A commit of a session's log to SQLite in one trip to the connection's thread.
 //!
 //! sqlx runs an SQLite connection on a thread of its own, and every statement is a round trip
 //! to it: two thread switches, which on a busy machine cost far more than the statement does.
 //! Written a statement at a time (seven of them), a commit held the connection, which every
 //! session of a `reel serve` shares, for 0.8 ms with a hundred sessions streaming, and sessions
-//! queued 100 ms behind each other for their turn. So one script opens the transaction and
-//! writes everything; what the checks need (the lease renewed, the stored last ordinal) comes
-//! back as rows of that script; once they hold, a second trip commits, and otherwise rolls back.
+//! queued 100 ms behind each other for their turn. So one script opens the transaction, checks
+//! that this process still holds the session and that the commit continues the stored log
+//! (a trigger of the connection's own raises an error when either does not hold, which stops
+//! the script before it writes), writes everything and commits. Only a failure takes a second
+//! trip, to roll back. (The checks used to come back as rows that the writer judged before a
+//! trip of its own committed: with a thousand sessions streaming, a third of the connection
+//! thread's time went to being woken.)
 //! The statements are the shared SQL of [`crate::sql_store`], their `$N` made plain `?`: sqlx
 //! binds a script's values to its `?`s in order, while it looks a named parameter up in a list
 //! as long as the statement's parameters, for each of them (quadratic in a multi-row INSERT).
@@ -17,7 +21,7 @@ use reel_engine::{
 };
 use reel_proto::rpc::SnapshotEntity;
 use sqlx::{
-    Arguments, AssertSqlSafe, Either, Encode, Executor, Row, Sqlite, SqliteConnection, Type,
+    Arguments, AssertSqlSafe, Encode, Executor, Sqlite, SqliteConnection, Type,
     sqlite::SqliteArguments,
 };
 
@@ -34,9 +38,25 @@ use crate::{
 /// Rows per multi-row INSERT.
 const ROWS_PER_STATEMENT: usize = 200;
 
-/// What the checks' rows are tagged with.
-const LEASE_RENEWED: &str = "lease";
-const STORED_LAST: &str = "stored";
+/// The checks a commit makes before it writes, as a trigger of this connection's own (a TEMP
+/// one, so that no file holds it): inserting a row into the view raises an error, which stops
+/// the script with nothing written, when this process no longer holds the session's lease
+/// ([`LEASE_LOST`]) or when the stored log does not end just before the commit's first event
+/// ([`LOG_MOVED`]). Made on the connection by the first commit's script.
+const CHECKS: &str = "CREATE TEMP VIEW IF NOT EXISTS reel_commit_check \
+         (session_id, owner, next_ordinal) AS SELECT NULL, NULL, NULL; \
+     CREATE TEMP TRIGGER IF NOT EXISTS reel_commit_check INSTEAD OF INSERT ON reel_commit_check \
+     BEGIN \
+         SELECT RAISE(ABORT, 'reel: lease lost') WHERE NOT EXISTS \
+             (SELECT 1 FROM leases WHERE session_id = new.session_id AND owner = new.owner); \
+         SELECT RAISE(ABORT, 'reel: log moved') WHERE new.next_ordinal IS NOT NULL \
+             AND (SELECT last_ordinal + 1 FROM sessions WHERE session_id = new.session_id) \
+                 IS NOT new.next_ordinal; \
+     END";
+
+/// The checks' errors.
+const LEASE_LOST: &str = "reel: lease lost";
+const LOG_MOVED: &str = "reel: log moved";
 
 /// A commit made into a script, before the connection is taken: encoding its events is no
 /// work to do while every other session waits for the connection.
@@ -60,7 +80,7 @@ impl<'c> CommitScript<'c> {
         })
     }
 
-    /// Runs it and commits; `place` names the database in errors, and `error` says the
+    /// Runs it, which commits; `place` names the database in errors, and `error` says the
     /// database's own. Nothing is left half-written: every failure rolls back.
     pub(crate) async fn write(
         self,
@@ -68,89 +88,80 @@ impl<'c> CommitScript<'c> {
         place: &str,
         error: impl Fn(sqlx::Error) -> StoreError,
     ) -> Result<(), StoreError> {
-        let ran = run(conn, self.script, &error).await;
-        let checked = ran.and_then(|(answers, failure)| {
-            // The checks first: a lost lease or another writer explain a failed insert.
-            answers.check(self.session_id, self.commit, place)?;
-            failure.map_or(Ok(()), |failure| Err(error(failure)))
-        });
-        match checked {
-            Ok(()) => sqlx::query("COMMIT")
-                .execute(&mut *conn)
-                .await
-                .map(drop)
-                .map_err(error),
-            Err(failure) => {
-                // With BEGIN itself refused there is nothing to roll back, and that is no error.
-                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-                Err(failure)
-            }
-        }
-    }
-}
-
-/// What the script's check statements answered.
-#[derive(Default)]
-struct Answers {
-    renewed: bool,
-    /// `None` when the script failed before the row was read.
-    stored: Option<i64>,
-}
-
-impl Answers {
-    /// Fails when the lease was lost or the stored log ends elsewhere than where the commit
-    /// goes on.
-    fn check(&self, session_id: &str, commit: &Commit, place: &str) -> Result<(), StoreError> {
-        let Some(stored) = self.stored else {
+        let Self {
+            session_id,
+            commit,
+            script,
+        } = self;
+        let Some(failure) = run(conn, script).await? else {
             return Ok(());
         };
-        // The row was read after the lease was renewed: without the renewal's row it was lost.
-        if !self.renewed {
-            return Err(lost_lease(session_id));
-        }
-        check_continues(session_id, place, stored, commit)
+        let refused = match failure.as_database_error().map(|e| e.message()) {
+            Some(LEASE_LOST) => lost_lease(session_id),
+            Some(LOG_MOVED) => log_moved(conn, (session_id, commit), place, &error).await,
+            _ => error(failure),
+        };
+        // With BEGIN itself refused there is nothing to roll back, and that is no error.
+        let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+        Err(refused)
     }
 }
 
-/// Runs the script: its answers, and the failure that stopped it, if one did.
+/// The error of `commit` of `session_id` when it does not continue the stored log, which says
+/// where that ends (read inside the transaction the check failed in).
+async fn log_moved(
+    conn: &mut SqliteConnection,
+    (session_id, commit): (&str, &Commit),
+    place: &str,
+    error: &impl Fn(sqlx::Error) -> StoreError,
+) -> StoreError {
+    let stored = sqlx::query_scalar(AssertSqlSafe(LAST_ORDINAL.replace("$1", "?")))
+        .bind(session_id)
+        .fetch_optional(&mut *conn)
+        .await;
+    match stored {
+        Ok(stored) => check_continues(session_id, place, stored.unwrap_or(0), commit)
+            .err()
+            .unwrap_or_else(|| StoreError::Damaged(LOG_MOVED.into())),
+        Err(failure) => error(failure),
+    }
+}
+
+/// Runs the script to its end: the failure that stopped it, if one did.
 async fn run(
     conn: &mut SqliteConnection,
     script: Script,
-    error: &impl Fn(sqlx::Error) -> StoreError,
-) -> Result<(Answers, Option<sqlx::Error>), StoreError> {
+) -> Result<Option<sqlx::Error>, StoreError> {
     let args = script
         .args
         .map_err(|e| StoreError::database("cannot bind a value", e))?;
     let query = sqlx::query_with(AssertSqlSafe(script.sql), args);
-    let mut answers = Answers::default();
     let mut results = conn.fetch_many(query);
     while let Some(result) = results.next().await {
-        match result {
-            Ok(Either::Right(row)) => match row.try_get::<&str, _>(0) {
-                Ok(LEASE_RENEWED) => answers.renewed = true,
-                Ok(STORED_LAST) => answers.stored = Some(row.try_get(1).map_err(error)?),
-                _ => {}
-            },
-            Ok(Either::Left(_)) => {}
-            Err(failure) => return Ok((answers, Some(failure))),
+        if let Err(failure) = result {
+            return Ok(Some(failure));
         }
     }
-    Ok((answers, None))
+    Ok(None)
 }
 
-/// The commit's statements in one script, which begins the transaction with the checks.
+/// The commit's statements in one script, which begins the transaction with the checks and
+/// ends it with COMMIT.
 fn script(session_id: &str, commit: &Commit, last: u64) -> Result<Script, StoreError> {
     use Value::{Int, MaybeInt, MaybeText, Text};
     let mut script = Script::default();
     let now = now_ms();
+    script.push(CHECKS);
     script.statement("BEGIN IMMEDIATE", &[]);
-    // BEGIN IMMEDIATE holds the write lock already: the row needs no lock of its own.
-    let renew = format!("{RENEW_LEASE} RETURNING '{LEASE_RENEWED}'");
+    // BEGIN IMMEDIATE holds the write lock already: the rows need no lock of their own.
     let owner = lease::this_process();
-    script.statement(&renew, &[Int(now), Text(session_id), Text(owner)]);
+    script.statement(RENEW_LEASE, &[Int(now), Text(session_id), Text(owner)]);
     script.statement(CREATE_SESSION, &[Text(session_id), Int(now)]);
-    let stored = LAST_ORDINAL.replacen("SELECT ", &format!("SELECT '{STORED_LAST}', "), 1);
-    script.statement(&stored, &[Text(session_id)]);
+    let next = commit.events.first().map(|entry| to_i64(entry.ordinal));
+    script.statement(
+        "INSERT INTO reel_commit_check VALUES ($1, $2, $3)",
+        &[Text(session_id), Text(owner), MaybeInt(next)],
+    );
     for chunk in commit.events.chunks(ROWS_PER_STATEMENT) {
         insert_events(&mut script, session_id, chunk)?;
     }
@@ -192,6 +203,7 @@ fn script(session_id: &str, commit: &Commit, last: u64) -> Result<Script, StoreE
         let values = [Text(session_id), Text(call_id), Int(to_i64(*until_ms))];
         script.statement(SET_DEADLINE, &values);
     }
+    script.statement("COMMIT", &[]);
     Ok(script)
 }
 
