@@ -261,16 +261,26 @@ pub(super) async fn converse_through(
     let provider = ScriptedProvider::new(script);
     let started = Instant::now();
     for _ in 0..turns {
-        super::run_prompt(&mut session, &provider).await;
-        session.emit_done(&Arc::from(""), DoneStatus::Ok).await;
+        play_turn(&mut session, &provider).await;
     }
     let seconds = started.elapsed().as_secs_f64();
     measure();
+    Ok((close_stored(session).await?, seconds))
+}
+
+/// The provider's next turn as a prompt into `session`, done waiting for every durable sink.
+pub(super) async fn play_turn(session: &mut Session, provider: &ScriptedProvider) {
+    super::run_prompt(session, provider).await;
+    session.emit_done(&Arc::from(""), DoneStatus::Ok).await;
+}
+
+/// Closes `session`: the events it stored, or the error when storing them failed.
+pub(super) async fn close_stored(session: Session) -> anyhow::Result<u64> {
     let events = session.log().last_ordinal();
     let failed = session.storage_failed();
     let failures = session.close().await;
     if failed || !failures.is_empty() {
         return Err(anyhow::anyhow!("storing the session failed: {failures:?}"));
     }
-    Ok((events, seconds))
+    Ok(events)
 }

@@ -15,9 +15,9 @@
 //! * The worst case, reported beside it: 1,000-message commits of 10 to 30 words a message,
 //!   each streamed as a delta per word, so a document every 21 events on average.
 
-use std::{sync::Arc, time::Instant};
+use std::time::Instant;
 
-use reel_engine::{DoneStatus, Session};
+use reel_engine::Session;
 use reel_providers::{Script, ScriptedProvider, Step};
 use reel_storage::{Access, Location, TimelineStore, open_timeline};
 
@@ -142,19 +142,13 @@ async fn converse(
     for turn in 0..turns {
         for at in order(turn) {
             let started = Instant::now();
-            crate::run_prompt(&mut sessions[at], &providers[at]).await;
-            sessions[at].emit_done(&Arc::from(""), DoneStatus::Ok).await;
+            durable::play_turn(&mut sessions[at], &providers[at]).await;
             seconds[at] += started.elapsed().as_secs_f64();
         }
     }
     let mut rates = [0.0; 2];
     for (at, session) in sessions.into_iter().enumerate() {
-        rates[at] = session.log().last_ordinal() as f64 / seconds[at];
-        let failed = session.storage_failed();
-        let failures = session.close().await;
-        if failed || !failures.is_empty() {
-            return Err(anyhow::anyhow!("storing the session failed: {failures:?}"));
-        }
+        rates[at] = durable::close_stored(session).await? as f64 / seconds[at];
     }
     Ok(rates)
 }

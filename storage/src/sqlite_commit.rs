@@ -115,7 +115,7 @@ async fn log_moved(
     place: &str,
     error: &impl Fn(sqlx::Error) -> StoreError,
 ) -> StoreError {
-    let stored = sqlx::query_scalar(AssertSqlSafe(LAST_ORDINAL.replace("$1", "?")))
+    let stored = sqlx::query_scalar(LAST_ORDINAL)
         .bind(session_id)
         .fetch_optional(&mut *conn)
         .await;
