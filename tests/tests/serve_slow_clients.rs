@@ -81,11 +81,11 @@ async fn half_sent_and_silent_connections_cannot_starve_a_server_with_few_descri
     let status = loop {
         match probe.get(served.url("/healthz")).send().await {
             Ok(response) => break response.status().as_u16(),
-            Err(error) if error.is_timeout() => panic!("/healthz did not answer: {error}"),
+            Err(error) if error.is_timeout() => panic!("/healthz did not answer: {error:?}"),
             Err(_) if started.elapsed() < Duration::from_secs(10) => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            Err(error) => panic!("/healthz did not answer: {error}"),
+            Err(error) => panic!("/healthz did not answer: {error:?}"),
         }
     };
     assert!(matches!(status, 200 | 503), "{status}");
