@@ -15,6 +15,8 @@ mod retention;
 mod rows;
 mod schema;
 mod search;
+#[cfg(test)]
+mod search_tests;
 mod shared_connection;
 mod sql_store;
 #[cfg(test)]
