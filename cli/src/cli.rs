@@ -242,6 +242,18 @@ pub enum Parsed {
     Other(Box<Action>),
 }
 
+/// The async runtime's worker threads, when the command wants other than tokio's default (a
+/// thread a core).
+pub fn runtime_workers(parsed: &Parsed) -> Option<usize> {
+    match parsed {
+        Parsed::Other(action) => match &**action {
+            Action::Serve(args) => commands::serve::runtime_workers(args),
+            _ => None,
+        },
+        Parsed::RunCommand(_) => None,
+    }
+}
+
 /// Parses the process arguments; prints usage and exits on a usage error.
 pub fn parse() -> Parsed {
     parse_from(std::env::args_os().collect())

@@ -56,10 +56,12 @@ fn main() -> ExitCode {
         .init();
 
     let parsed = cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Some(workers) = cli::runtime_workers(&parsed) {
+        runtime.worker_threads(workers);
+    }
+    let runtime = match runtime.build() {
         Ok(runtime) => runtime,
         Err(error) => {
             tracing::error!("cannot start the async runtime: {error}");

@@ -101,6 +101,19 @@ pub struct ServeArgs {
     pub retain: Option<Duration>,
 }
 
+/// The async runtime's worker threads for `reel serve` on SQLite: one a core but one, left to
+/// the connection thread every session's commit goes through. Each time that thread waits for
+/// a core, every session waits for it; on 2 cores, one worker instead of two delivered 11% more
+/// frames in a burst of 1,000 sessions replying at once (docs/benchmarks.md). On PostgreSQL the
+/// commits run in the database's own processes, and `TOKIO_WORKER_THREADS`, when set, decides.
+pub fn runtime_workers(args: &ServeArgs) -> Option<usize> {
+    if args.timeline_db.is_none() || std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
+        return None;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    Some(cores.saturating_sub(1).max(1))
+}
+
 pub async fn run(args: ServeArgs) -> u8 {
     match serve(args).await {
         Ok(()) => exit::OK,
