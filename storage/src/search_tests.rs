@@ -3,13 +3,9 @@
 //! it read), a tombstone hides it, and removing its session removes it.
 
 use reel_engine::{Commit, LogStore, SearchQuery, SessionCatalog};
-use reel_proto::{
-    Any,
-    chat::{ChatUserMessageAccepted, ToolCallEntity},
-    rpc::SnapshotEntity,
-};
+use reel_proto::{Any, chat::ToolCallEntity, rpc::SnapshotEntity};
 
-use crate::{Access, Location, open_timeline};
+use crate::{Access, Location, open_timeline, sql_store_tests::prompt};
 
 /// Tool call `id` in `status`, its input naming `word`.
 fn call(id: &str, status: &str, word: &str) -> SnapshotEntity {
@@ -31,13 +27,8 @@ fn call(id: &str, status: &str, word: &str) -> SnapshotEntity {
 
 /// A commit of one prompt at `ordinal` with `entities` as of it.
 fn commit(ordinal: u64, entities: Vec<SnapshotEntity>) -> Commit {
-    let prompt = reel_engine::LogEntry {
-        ordinal,
-        recorded_at_ms: 1_700_000_000_000 + ordinal,
-        event: ChatUserMessageAccepted::default().into(),
-    };
     Commit {
-        events: vec![std::sync::Arc::new(prompt)],
+        events: vec![prompt(ordinal)],
         entities,
         entities_ordinal: Some(ordinal),
         ..Commit::default()

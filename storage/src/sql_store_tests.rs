@@ -24,7 +24,8 @@ fn entry(ordinal: u64, event: impl Into<Any>) -> Arc<LogEntry> {
     })
 }
 
-fn prompt(ordinal: u64) -> Arc<LogEntry> {
+/// A prompt at `ordinal` (the search tests' too).
+pub(crate) fn prompt(ordinal: u64) -> Arc<LogEntry> {
     let text = format!("prompt {ordinal}");
     entry(
         ordinal,
