@@ -16,13 +16,17 @@ use reel_engine::Incoming;
 use reel_proto::rpc::{
     PROTOCOL_VERSION, RpcRequestLine, ShutdownRequest, rpc_request_line::Request,
 };
-use tokio::sync::{Notify, OnceCell, RwLock, mpsc, watch};
+use tokio::{
+    sync::{Notify, OnceCell, RwLock, mpsc, watch},
+    time::Instant,
+};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
     frame_channel::{FrameChannel, LiveFrames},
     frames::FramesSink,
     idle::{self, Activity},
+    idle_queue::IdleQueue,
     metrics::{Census, Metrics},
     parked_writer::ParkedWriter,
     source::{SessionSource, SourceError},
@@ -37,6 +41,10 @@ pub const IDLE_REQUEST_ID: &str = "server-idle";
 
 /// Requests queued for one session's writer.
 const REQUEST_QUEUE: usize = 64;
+
+/// The longest a loaded session waits for a look from the idle sweep: one that ended by
+/// itself (a `shutdown` request, a storage failure) leaves its slot within this.
+const LOOK_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
 
 /// One loaded session.
 pub struct Hosted {
@@ -96,13 +104,17 @@ impl Hosted {
         !self.ended.is_cancelled() && !self.evicting.load(Ordering::Acquire)
     }
 
-    /// Whether nobody has used it for `timeout`, nobody listens to it and no run is going.
-    fn is_idle(&self, timeout: Duration) -> bool {
+    /// When it may next be idle (nobody has used it for `timeout`, nobody listens to it and
+    /// no run is going), to be looked at again then; `None` when it is idle now. A session
+    /// listened to, busy or unloading is looked at again after `recheck`: a subscriber
+    /// leaving or a run ending does not say so here.
+    fn idle_at(&self, timeout: Duration, now: Instant, recheck: Duration) -> Option<Instant> {
         let listeners = self.frames.upgrade().map_or(0, |f| f.receiver_count());
-        self.is_loaded()
-            && listeners == 0
-            && !self.activity.is_busy()
-            && self.activity.idle_for() >= timeout
+        if !self.is_loaded() || listeners > 0 || self.activity.is_busy() {
+            return Some(now + recheck);
+        }
+        let idle_for = self.activity.idle_for();
+        (idle_for < timeout).then(|| now + (timeout - idle_for).min(LOOK_AT_LEAST_EVERY))
     }
 
     /// Asks the session to end after what it was sent so far; nothing more is taken.
@@ -131,6 +143,8 @@ pub struct Host {
     /// the reader learns at once that someone does now (and no other reader wakes).
     loads: std::sync::Mutex<HashMap<String, Weak<Notify>>>,
     pub metrics: Metrics,
+    /// Every loaded session, by when the idle sweep looks at it next.
+    due: IdleQueue<(String, Weak<Hosted>)>,
     /// Forwards writes to the node that writes a session (scale-out; see [`crate::forward`]).
     pub forwarder: crate::forward::Forwarder,
 }
@@ -148,6 +162,7 @@ impl Host {
             writers: TaskTracker::new(),
             loads: std::sync::Mutex::new(HashMap::new()),
             metrics: Metrics::new(),
+            due: IdleQueue::default(),
             forwarder: crate::forward::Forwarder::new(cluster_token),
         }
     }
@@ -184,6 +199,9 @@ impl Host {
             };
             let hosted = slot.get_or_try_init(load).await?;
             if loaded_now {
+                // The next sweep sets when it is due.
+                self.due
+                    .push(Instant::now(), (id.to_owned(), Arc::downgrade(hosted)));
                 // Once it is in its slot, where a waiting reader looks.
                 let told = self.load_notices().remove(id).and_then(|n| n.upgrade());
                 if let Some(told) = told {
@@ -332,21 +350,44 @@ impl Host {
         census
     }
 
-    /// Every `--idle-timeout`'s sweep: evicts the sessions idle for `timeout`, and forgets
-    /// the ones that have unloaded.
+    /// Every `--idle-timeout`'s sweep: among the sessions due a look, evicts the ones idle
+    /// for `timeout` and forgets the ones that have unloaded; the others are due again when
+    /// they may next be idle.
     pub async fn evict_idle(&self, timeout: Duration) {
-        let idle: Vec<Arc<Hosted>> = {
-            let mut slots = self.slots();
-            slots.retain(|_, slot| slot.get().is_none_or(|h| !h.ended.is_cancelled()));
-            slots
-                .values()
-                .filter_map(|slot| slot.get())
-                .filter(|hosted| hosted.is_idle(timeout))
-                .cloned()
-                .collect()
-        };
+        let now = Instant::now();
+        let recheck = idle::sweep_interval(timeout);
+        let mut idle = Vec::new();
+        for (id, weak) in self.due.take_due(now) {
+            let Some(hosted) = weak.upgrade() else {
+                continue;
+            };
+            if hosted.ended.is_cancelled() {
+                self.forget(&id, &hosted);
+                continue;
+            }
+            match hosted.idle_at(timeout, now, recheck) {
+                Some(at) => self.due.push(at, (id, weak)),
+                None => {
+                    // Looked at again once it has unloaded, to forget it.
+                    self.due.push(now + recheck, (id, weak));
+                    idle.push(hosted);
+                }
+            }
+        }
         for hosted in idle {
             hosted.evict(IDLE_REQUEST_ID).await;
+        }
+    }
+
+    /// Removes the slot of session `id` if it still holds `hosted` (which has unloaded).
+    fn forget(&self, id: &str, hosted: &Arc<Hosted>) {
+        let mut slots = self.slots();
+        let holds = slots
+            .get(id)
+            .and_then(|slot| slot.get())
+            .is_some_and(|now| Arc::ptr_eq(now, hosted));
+        if holds {
+            slots.remove(id);
         }
     }
 

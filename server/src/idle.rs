@@ -81,8 +81,9 @@ impl Activity {
     }
 }
 
-/// How often sessions are looked at for eviction: often enough that none stays loaded much
-/// past its timeout, never more than once a second.
+/// How often the idle sweep runs, and how soon a session listened to or busy is looked at
+/// again: often enough that none stays loaded much past its timeout, never more than once a
+/// second. A sweep looks only at the sessions due (see [`crate::idle_queue`]).
 pub fn sweep_interval(timeout: Duration) -> Duration {
     (timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }

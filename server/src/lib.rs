@@ -27,6 +27,7 @@ mod guard;
 mod guarded_io;
 mod host;
 mod idle;
+mod idle_queue;
 mod metrics;
 mod openapi;
 mod page;
