@@ -89,6 +89,37 @@ async fn a_run_going_keeps_its_session_loaded_however_quiet_it_is() {
     );
 }
 
+#[tokio::test]
+async fn a_session_used_again_stays_loaded_a_whole_timeout_after_that_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        &echo_command(),
+        &dir.path().join("t.db"),
+        &["--idle-timeout", "8s"],
+        &[UNLOADS],
+    );
+    served.create("s").await;
+    assert_eq!(served.reply("s", "one").await, "one");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(served.reply("s", "two").await, "two");
+    // Past the timeout counted from the first use and the sweep after it (once a second), a
+    // second and a half before the timeout from the second use: the sweep, which looks at a
+    // session when it could first be idle, found it used since.
+    tokio::time::sleep(Duration::from_millis(6500)).await;
+    assert_eq!(sessions_loaded(&served).await, 1.0, "evicted too early");
+    served.wait_for_log("session s unloaded").await;
+    assert_eq!(sessions_loaded(&served).await, 0.0);
+}
+
+/// The server's `reel_sessions_loaded` gauge.
+async fn sessions_loaded(served: &Served) -> f64 {
+    let (status, _, text) = served.get_text("/metrics").await;
+    assert_eq!(status, 200);
+    text.lines()
+        .find_map(|line| line.strip_prefix("reel_sessions_loaded ")?.parse().ok())
+        .unwrap_or_else(|| panic!("no reel_sessions_loaded in\n{text}"))
+}
+
 /// `reel run-command` as another process, adding a turn to session `s`.
 fn outsider(db: &std::path::Path) -> std::process::Output {
     reel_tests::run(&[
