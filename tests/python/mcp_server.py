@@ -3,8 +3,9 @@ client, over stdio:
 
 - echo(text): the text back;
 - add(a, b): the sum, as structured content too;
-- slow(seconds, marker): waits; when the call is cancelled (MCP's notifications/cancelled), it
-  writes "cancelled" to the file `marker` before it ends;
+- slow(seconds, marker): makes the file `marker`.started, then waits; when the call is
+  cancelled (MCP's notifications/cancelled), it writes "cancelled" to the file `marker` before
+  it ends;
 - crash(): the server process dies mid-call;
 - whoami(): the reel keys of the call's `_meta` (its idempotency key among them), as JSON.
 
@@ -37,6 +38,10 @@ def add(a: int, b: int) -> int:
 @server.tool()
 async def slow(seconds: float, marker: str) -> str:
     """Waits; writes 'cancelled' to the marker file if the call is cancelled."""
+    # A cancellation that reaches the SDK before this function starts stops the call before it
+    # runs, and nothing writes the marker: a test cancels once this file says it has started.
+    with open(marker + ".started", "w"):
+        pass
     try:
         await asyncio.sleep(seconds)
     except asyncio.CancelledError:

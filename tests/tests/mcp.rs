@@ -183,6 +183,18 @@ fn a_stopped_run_cancels_its_call_on_the_server() {
     client.wait_for("the call's start", |f| {
         f.ui_name() == Some("ChatToolExecutionStarted")
     });
+    // Cancelled once the server runs the tool: a cancellation that reaches the Python SDK
+    // before the tool's function starts stops the call before it runs, and nothing writes the
+    // marker (what a busy machine once did to this test).
+    let server_started = dir.path().join("cancelled.txt.started");
+    let started = Instant::now();
+    while !server_started.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the server never started the call"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     client.send(r#"{"requestId":"stop","cancel":{}}"#);
     assert_eq!(client.done_of("go"), "stopped");
     let started = Instant::now();
