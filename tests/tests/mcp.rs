@@ -37,6 +37,15 @@ fn command_file(dir: &Path, turns: &str, command: Option<Vec<String>>) -> Option
     Some(file)
 }
 
+/// Waits up to 20 s for the file at `path`; panics with `never` without it.
+fn wait_for_file(path: &Path, never: &str) {
+    let started = Instant::now();
+    while !path.exists() {
+        assert!(started.elapsed() < Duration::from_secs(20), "{never}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Runs `command` once as session `id` in `dir`'s database.
 fn run_stored(dir: &Path, command: &str, id: &str) -> std::process::Output {
     Command::new(reel_binary())
@@ -186,25 +195,13 @@ fn a_stopped_run_cancels_its_call_on_the_server() {
     // Cancelled once the server runs the tool: a cancellation that reaches the Python SDK
     // before the tool's function starts stops the call before it runs, and nothing writes the
     // marker (what a busy machine once did to this test).
-    let server_started = dir.path().join("cancelled.txt.started");
-    let started = Instant::now();
-    while !server_started.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the server never started the call"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_file(
+        &dir.path().join("cancelled.txt.started"),
+        "the server never started the call",
+    );
     client.send(r#"{"requestId":"stop","cancel":{}}"#);
     assert_eq!(client.done_of("go"), "stopped");
-    let started = Instant::now();
-    while !marker.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the server never heard of the cancellation"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_file(&marker, "the server never heard of the cancellation");
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "cancelled");
     let (status, _, stderr) = client.finish();
     assert!(status.success(), "{stderr}");
