@@ -7,22 +7,63 @@
 //! The query and hit types are the engine's ([`reel_engine::SearchQuery`]).
 
 use reel_engine::{SearchHit, SearchQuery, StoreError, snippet_parts};
-use sqlx::Row;
+use sqlx::{Connection, Row, SqliteConnection};
 
 use crate::{PostgresStore, SqliteStore, rows::to_i64};
 
-// Both queries mark a snippet's matches with char(2) and char(3), the markers
+// Every query marks a snippet's matches with char(2) and char(3), the markers
 // `reel_engine::snippet_parts` takes apart.
-const SQLITE_SEARCH: &str = "SELECT d.doc, d.session_id, d.entity_id, d.role, d.tool_name, d.status, d.ordinal, \
-     coalesce(e.created_at, 0), snippet(search_fts, 0, char(2), char(3), '…', 16) \
-     FROM search_fts JOIN search_docs d ON d.doc = search_fts.rowid \
-     LEFT JOIN events e ON e.session_id = d.session_id AND e.ordinal = d.ordinal \
-     WHERE search_fts MATCH $1 \
-     AND ($2 IS NULL OR d.session_id = $2) AND ($3 IS NULL OR d.role = $3) \
-     AND ($4 IS NULL OR d.tool_name = $4) AND ($5 IS NULL OR d.status = $5) \
-     AND ($6 IS NULL OR e.created_at >= $6) AND ($7 IS NULL OR e.created_at < $7) \
-     AND ($8 IS NULL OR search_fts.rowid < $8) \
-     ORDER BY search_fts.rowid DESC LIMIT $9";
+
+/// SQLite's query of one FTS5 table over `search_docs`: the index (`search_fts`) or the
+/// documents still waiting for it (`search_waiting`).
+macro_rules! sqlite_search {
+    ($fts:literal) => {
+        concat!(
+            "SELECT d.doc, d.session_id, d.entity_id, d.role, d.tool_name, d.status, d.ordinal, \
+             coalesce(e.created_at, 0), snippet(",
+            $fts,
+            ", 0, char(2), char(3), '…', 16) \
+             FROM ",
+            $fts,
+            " JOIN search_docs d ON d.doc = ",
+            $fts,
+            ".rowid \
+             LEFT JOIN events e ON e.session_id = d.session_id AND e.ordinal = d.ordinal \
+             WHERE ",
+            $fts,
+            " MATCH $1 \
+             AND ($2 IS NULL OR d.session_id = $2) AND ($3 IS NULL OR d.role = $3) \
+             AND ($4 IS NULL OR d.tool_name = $4) AND ($5 IS NULL OR d.status = $5) \
+             AND ($6 IS NULL OR e.created_at >= $6) AND ($7 IS NULL OR e.created_at < $7) \
+             AND ($8 IS NULL OR ",
+            $fts,
+            ".rowid < $8) \
+             ORDER BY ",
+            $fts,
+            ".rowid DESC LIMIT $9"
+        )
+    };
+}
+
+const SQLITE_SEARCH: &str = sqlite_search!("search_fts");
+const SQLITE_SEARCH_WAITING: &str = sqlite_search!("search_waiting");
+
+/// The documents waiting for FTS5 (migration 0010) go into an FTS5 table of this connection's
+/// own, tokenized as `search_fts` is, so that the same query matches them the same way. It
+/// lives in memory (never in a file a redaction would have to reach), and each search fills it
+/// inside its read transaction and rolls that back, so it holds nothing between searches.
+const SQLITE_WAITING_TABLE: &str = "PRAGMA temp_store = MEMORY; \
+     CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_waiting USING fts5(\
+     body, tokenize = 'unicode61 remove_diacritics 2', columnsize = 0)";
+/// Only the waiting documents the query's other filters leave (all but the time, which the
+/// search itself checks): a page further back than every waiting one fills nothing. `CROSS
+/// JOIN` keeps the few waiting rows outside: with the filters on `d`, SQLite's planner would
+/// otherwise scan every document (130 ms at 1,000,000).
+const SQLITE_FILL_WAITING: &str = "INSERT INTO temp.search_waiting (rowid, body) \
+     SELECT d.doc, d.body FROM search_pending p CROSS JOIN search_docs d ON d.doc = p.doc \
+     WHERE ($1 IS NULL OR d.session_id = $1) AND ($2 IS NULL OR d.role = $2) \
+     AND ($3 IS NULL OR d.tool_name = $3) AND ($4 IS NULL OR d.status = $4) \
+     AND ($5 IS NULL OR d.doc < $5)";
 
 const POSTGRES_SEARCH: &str = "SELECT d.doc, d.session_id, d.entity_id, d.role, d.tool_name, d.status, d.ordinal, \
      coalesce(e.created_at, 0), ts_headline('simple', d.body, q, \
@@ -79,16 +120,54 @@ impl SqliteStore {
         if query.text.starts_with('*') {
             return Err(syntax(query, "it begins with *"));
         }
-        let rows = bind_query!(SQLITE_SEARCH, query)
-            .fetch_all(&mut *self.conn.lock().await)
-            .await;
-        match rows {
-            Ok(rows) => Ok(rows.iter().map(hit).collect()),
+        let mut conn = self.conn.lock().await;
+        let searched = Self::search_both(&mut conn, query).await;
+        drop(conn);
+        match searched {
+            Ok(hits) => Ok(hits),
             Err(sqlx::Error::Database(error)) if is_syntax(error.message()) => {
                 Err(syntax(query, error.message()))
             }
             Err(error) => Err(self.error(error)),
         }
+    }
+
+    /// The newest hits among the indexed documents and those waiting for the index, read in
+    /// one transaction so that a batch moving into the index meanwhile is seen once.
+    async fn search_both(
+        conn: &mut SqliteConnection,
+        query: &SearchQuery,
+    ) -> Result<Vec<SearchHit>, sqlx::Error> {
+        sqlx::raw_sql(SQLITE_WAITING_TABLE)
+            .execute(&mut *conn)
+            .await?;
+        // Dropped unfinished (a client gone), the transaction rolls back at the connection's
+        // next use.
+        let mut read = conn.begin().await?;
+        let waiting = sqlx::query(SQLITE_FILL_WAITING)
+            .bind(query.session.as_deref())
+            .bind(query.role.as_deref())
+            .bind(query.tool.as_deref())
+            .bind(query.status.as_deref())
+            .bind(query.before)
+            .execute(&mut *read)
+            .await?;
+        let mut hits = Vec::new();
+        if waiting.rows_affected() > 0 {
+            let rows = bind_query!(SQLITE_SEARCH_WAITING, query)
+                .fetch_all(&mut *read)
+                .await?;
+            hits.extend(rows.iter().map(hit));
+        }
+        let rows = bind_query!(SQLITE_SEARCH, query)
+            .fetch_all(&mut *read)
+            .await?;
+        hits.extend(rows.iter().map(hit));
+        // Rolled back: nothing of the main database was written, and the waiting table empties.
+        read.rollback().await?;
+        hits.sort_unstable_by(|a, b| b.doc.cmp(&a.doc));
+        hits.truncate(usize::try_from(query.limit).unwrap_or(usize::MAX));
+        Ok(hits)
     }
 }
 
