@@ -165,7 +165,7 @@ impl SqliteStore {
         hits.extend(rows.iter().map(hit));
         // Rolled back: nothing of the main database was written, and the waiting table empties.
         read.rollback().await?;
-        hits.sort_unstable_by(|a, b| b.doc.cmp(&a.doc));
+        hits.sort_unstable_by_key(|hit| std::cmp::Reverse(hit.doc));
         hits.truncate(usize::try_from(query.limit).unwrap_or(usize::MAX));
         Ok(hits)
     }
