@@ -204,17 +204,21 @@ async fn the_index_follows_entities_on_postgres() {
     the_index_follows_entities(Location::dsn(&schema.dsn).unwrap(), BATCH + 10).await;
 }
 
+/// A new SQLite store at `db` holding session "s", and a look into its index.
+async fn leased_sqlite(db: &std::path::Path) -> (crate::TimelineStore, SqliteIndex) {
+    let mut store = open_timeline(&Location::path(db), Access::ReadWrite)
+        .await
+        .unwrap();
+    store.lease("s").await.unwrap();
+    (store, SqliteIndex::open(db).await)
+}
+
 /// A document reads the same to a search while it waits for FTS5 and once it is there: the
 /// same words match (diacritics folded, prefixes), with the same snippet.
 #[tokio::test]
 async fn waiting_and_indexed_documents_are_found_alike_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    let mut store = open_timeline(&Location::path(&db), Access::ReadWrite)
-        .await
-        .unwrap();
-    let mut index = SqliteIndex::open(&db).await;
-    store.lease("s").await.unwrap();
+    let (mut store, mut index) = leased_sqlite(&dir.path().join("t.db")).await;
     let dessert = call("c1", "completed", "Phở, crème brûlée, then coffee");
     store.commit("s", &commit(1, vec![dessert])).await.unwrap();
     assert_eq!(index.waiting().await, ["c1"]);
@@ -249,12 +253,7 @@ async fn waiting_and_indexed_documents_are_found_alike_on_sqlite() {
 #[tokio::test]
 async fn a_large_document_goes_into_the_index_at_once_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    let mut store = open_timeline(&Location::path(&db), Access::ReadWrite)
-        .await
-        .unwrap();
-    let mut index = SqliteIndex::open(&db).await;
-    store.lease("s").await.unwrap();
+    let (mut store, mut index) = leased_sqlite(&dir.path().join("t.db")).await;
     let small = call("c1", "completed", "small");
     store.commit("s", &commit(1, vec![small])).await.unwrap();
     assert_eq!(index.waiting().await, ["c1"]);
