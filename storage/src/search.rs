@@ -4,6 +4,10 @@
 //! phrase", OR, NOT, prefix*), PostgreSQL with a `tsvector` GIN index (web-search syntax:
 //! words, "a phrase", or, -word). Hits come newest first.
 //!
+//! SQLite's FTS5 takes new documents in batches (migration 0010), so a search there reads two
+//! places in one transaction: FTS5 for the indexed documents, and the documents still waiting
+//! for the next batch, matched by the same query in an FTS5 table of the connection's own.
+//!
 //! The query and hit types are the engine's ([`reel_engine::SearchQuery`]).
 
 use reel_engine::{SearchHit, SearchQuery, StoreError, snippet_parts};
