@@ -266,3 +266,61 @@ async fn a_large_document_goes_into_the_index_at_once_on_sqlite() {
     assert_eq!(found(&mut store, "small", None).await, ["c1"]);
     index.check(true).await;
 }
+
+/// A search while batches move into FTS5 sees each document once and misses none: the newest
+/// hits are always consecutive documents, whatever moved between its two reads. The reader
+/// searches without pause; the writer commits again only once a search has ended since its
+/// last commit, so that the two overlap throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_while_batches_move_sees_each_document_once_on_sqlite() {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    };
+    const COMMITS: usize = 60;
+    const PER_COMMIT: usize = 64;
+    const NEWEST: usize = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, _) = leased_sqlite(&dir.path().join("t.db")).await;
+    let mut reader = store.reader().await.unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let searches = Arc::new(AtomicUsize::new(0));
+    let writer = tokio::spawn({
+        let (done, searches) = (done.clone(), searches.clone());
+        async move {
+            for at in 0..COMMITS {
+                let calls = (0..PER_COMMIT).map(|n| {
+                    let id = format!("t{:05}", at * PER_COMMIT + n);
+                    call(&id, "completed", "tick")
+                });
+                let ordinal = at as u64 + 1;
+                let seen = searches.load(Ordering::Acquire);
+                store
+                    .commit("s", &commit(ordinal, calls.collect()))
+                    .await
+                    .unwrap();
+                while searches.load(Ordering::Acquire) < seen + 2 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            done.store(true, Ordering::Release);
+        }
+    });
+    let query = SearchQuery {
+        text: "tick".into(),
+        limit: NEWEST as u32,
+        ..SearchQuery::default()
+    };
+    while !done.load(Ordering::Acquire) {
+        let hits = reader.search(&query).await.unwrap();
+        let numbers: Vec<usize> = (hits.iter())
+            .map(|hit| hit.entity_id[1..].parse().unwrap())
+            .collect();
+        if let Some(&newest) = numbers.first() {
+            let expected: Vec<usize> = (0..=newest).rev().take(NEWEST).collect();
+            assert_eq!(numbers, expected);
+        }
+        searches.fetch_add(1, Ordering::AcqRel);
+    }
+    writer.await.unwrap();
+}
