@@ -56,6 +56,8 @@ const SQLITE_SEARCH_WAITING: &str = sqlite_search!("search_waiting");
 /// own, tokenized as `search_fts` is, so that the same query matches them the same way. It
 /// lives in memory (never in a file a redaction would have to reach), and each search fills it
 /// inside its read transaction and rolls that back, so it holds nothing between searches.
+/// `temp_store` is the connection's: searches run on reading connections (`reel search`,
+/// `reel serve`'s reader), whose other work needs no temporary file of a size to matter.
 const SQLITE_WAITING_TABLE: &str = "PRAGMA temp_store = MEMORY; \
      CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_waiting USING fts5(\
      body, tokenize = 'unicode61 remove_diacritics 2', columnsize = 0)";
