@@ -19,7 +19,7 @@ use std::{
 use reel_engine::{DoneStatus, Fanout, LogStore, Session, SessionState, new_id};
 use reel_providers::{Repeat, Script, ScriptedProvider, Step};
 use reel_sinks::TimelineDbSink;
-use reel_storage::{Access, Location, open_timeline};
+use reel_storage::{Access, Location, TimelineStore, open_timeline};
 use sqlx::{Connection, PgConnection, Row};
 
 pub async fn run(
@@ -215,7 +215,15 @@ pub(super) async fn timeline_fanout(
     location: &Location,
     session_id: &str,
 ) -> anyhow::Result<Fanout> {
-    let mut store = open_timeline(location, Access::ReadWrite).await?;
+    let store = open_timeline(location, Access::ReadWrite).await?;
+    store_fanout(store, session_id).await
+}
+
+/// [`timeline_fanout`] over `store`, already open.
+pub(super) async fn store_fanout(
+    mut store: TimelineStore,
+    session_id: &str,
+) -> anyhow::Result<Fanout> {
     store.lease(session_id).await?;
     let mut fanout = Fanout::new();
     fanout.attach(Box::new(TimelineDbSink::new(

@@ -80,30 +80,32 @@ async fn bench_backend(name: &str, places: &[Location; 3], messages: usize) -> a
     search_write_cost::measure(name, &places[1], &places[2], messages).await
 }
 
-/// Drops the search index's triggers in the database at `location`.
-pub(crate) async fn drop_index(location: &Location) -> anyhow::Result<()> {
-    match location {
-        Location::Sqlite(path) => {
+/// `store` on a database without the search index: on SQLite, whose triggers on `entities`
+/// keep the index, those triggers are dropped from the database at `location`; on PostgreSQL,
+/// whose store writes the documents with their entities, the store writes none.
+pub(crate) async fn without_index(
+    store: TimelineStore,
+    location: &Location,
+) -> anyhow::Result<TimelineStore> {
+    match (store, location) {
+        (TimelineStore::Postgres(store), _) => {
+            Ok(TimelineStore::Postgres(store.without_search_documents()))
+        }
+        (store, Location::Sqlite(path)) => {
             let url = format!("sqlite://{}", path.display());
             let mut conn = sqlx::SqliteConnection::connect(&url).await?;
+            // IF EXISTS: each store opened on the database drops them, the first for good.
             sqlx::raw_sql(
-                "DROP TRIGGER entities_searched_inserted; DROP TRIGGER entities_searched_updated; \
-                 DROP TRIGGER entities_searched_deleted;",
+                "DROP TRIGGER IF EXISTS entities_searched_inserted; \
+                 DROP TRIGGER IF EXISTS entities_searched_updated; \
+                 DROP TRIGGER IF EXISTS entities_searched_deleted;",
             )
             .execute(&mut conn)
             .await?;
+            Ok(store)
         }
-        Location::Postgres(dsn) => {
-            let mut conn = sqlx::PgConnection::connect(dsn).await?;
-            sqlx::raw_sql(
-                "DROP TRIGGER entities_searched_inserted ON entities; \
-                 DROP TRIGGER entities_searched_updated ON entities;",
-            )
-            .execute(&mut conn)
-            .await?;
-        }
+        (_, location) => anyhow::bail!("a SQLite store at {location:?} that is not SQLite's"),
     }
-    Ok(())
 }
 
 /// Stores `messages` messages, `PER_SESSION` a session (named `prefix` and a number), each

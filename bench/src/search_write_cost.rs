@@ -1,5 +1,5 @@
 //! What the search index costs writes: the same work stored into a timeline database with the
-//! index and into one without its triggers on `entities`, in pairs: each turn (or commit) is
+//! index and into one without it (see [`crate::search::without_index`]), in pairs: each turn (or commit) is
 //! stored into one database and then the other, taking turns at going first, and each side's
 //! time is summed. On a shared machine the rate of one database drifts by 10% or more from
 //! one second to the next (a neighbour's burst, a checkpoint), so timing a whole run of one
@@ -23,7 +23,7 @@ use reel_storage::{Access, Location, TimelineStore, open_timeline};
 
 use crate::{
     durable,
-    search::{PER_SESSION, drop_index, store_messages, word},
+    search::{PER_SESSION, store_messages, without_index, word},
 };
 
 /// Words in each scripted reply of the conversation, one text delta each.
@@ -38,12 +38,11 @@ pub async fn measure(
     bare: &Location,
     messages: usize,
 ) -> anyhow::Result<()> {
-    // Opening makes the databases (and their index) before the bare one loses its triggers.
+    // Opening makes the databases (and their index) before the bare one loses it.
     let mut stores = [
         open_timeline(indexed, Access::ReadWrite).await?,
-        open_timeline(bare, Access::ReadWrite).await?,
+        without_index(open_timeline(bare, Access::ReadWrite).await?, bare).await?,
     ];
-    drop_index(bare).await?;
     let turns = (messages / 500).clamp(50, 2_000);
     let mut rounds = Rounds::default();
     for round in 0..ROUNDS {
@@ -131,7 +130,11 @@ async fn converse(
         // A session of its own on each side: PostgreSQL's leases are the server's, not a
         // schema's.
         let session_id = format!("{session_id}-{side}");
-        let fanout = durable::timeline_fanout(location, &session_id).await?;
+        let mut store = open_timeline(location, Access::ReadWrite).await?;
+        if side == "bare" {
+            store = without_index(store, location).await?;
+        }
+        let fanout = durable::store_fanout(store, &session_id).await?;
         sessions.push(Session::new(session_id.as_str(), fanout));
         providers.push(ScriptedProvider::new(Script {
             turns: (0..turns).map(reply).collect(),

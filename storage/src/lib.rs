@@ -10,6 +10,9 @@ mod postgres;
 mod postgres_commit;
 mod postgres_nodes;
 mod postgres_notices;
+mod postgres_search_docs;
+#[cfg(test)]
+mod postgres_search_docs_tests;
 mod redaction;
 mod retention;
 mod rows;

@@ -52,6 +52,9 @@ pub struct PostgresStore {
     notices: CommitNotices,
     /// This store's place among the notices, kept between waits so none is missed.
     heard: Option<broadcast::Receiver<Arc<str>>>,
+    /// Whether commits write the search documents of their entities: always, but for `reel
+    /// bench`'s measure of what the index costs (see [`Self::without_search_documents`]).
+    search_documents: bool,
 }
 
 impl PostgresStore {
@@ -83,7 +86,18 @@ impl PostgresStore {
             dsn: self.dsn.clone(),
             notices: Arc::clone(&self.notices),
             heard: None,
+            search_documents: self.search_documents,
         }
+    }
+
+    /// This store, its commits writing no search documents: for `reel bench`, which measures
+    /// what the search index costs writes against the same store without it (on SQLite the
+    /// database's triggers write them, and the bench drops those). A search then finds nothing
+    /// this store committed.
+    #[doc(hidden)]
+    pub fn without_search_documents(mut self) -> Self {
+        self.search_documents = false;
+        self
     }
 
     /// A second read-write connection to the same database.
@@ -149,6 +163,7 @@ impl PostgresStore {
             dsn: dsn.to_owned(),
             notices: CommitNotices::default(),
             heard: None,
+            search_documents: true,
         })
     }
 
@@ -333,8 +348,14 @@ impl Backend for PostgresStore {
         last: u64,
     ) -> Result<(), StoreError> {
         let mut conn = self.conn.lock().await;
-        let written =
-            postgres_commit::write(&mut conn, (session_id, commit, last), &self.shown).await;
+        let documents = self.search_documents;
+        let written = postgres_commit::write(
+            &mut conn,
+            (session_id, commit, last),
+            documents,
+            &self.shown,
+        )
+        .await;
         written.map_err(|e| e.within(&format!("timeline database {}", self.shown)))
     }
 

@@ -1,6 +1,6 @@
 //! Writing a redaction (`reel redact`): a session's erased events, the event that records the
-//! erasure, and everything derived from the log (entities, the search index through its
-//! triggers, the snapshot, the turns), in one transaction, so no reader ever sees erased
+//! erasure, and everything derived from the log (entities, the search index, the snapshot, the
+//! turns), in one transaction, so no reader ever sees erased
 //! events beside the old text.
 //!
 //! Then the old bytes are made to go from the files where the backend allows it. SQLite
@@ -22,6 +22,7 @@ use sqlx::{Row, SqliteConnection};
 use crate::{
     PostgresStore, SqliteStore, TimelineStore,
     postgres_notices::notify_commit,
+    postgres_search_docs,
     rows::{ENTITY_COLUMNS, EntityRow, context_json, db, event_json, to_i64},
     sql_store::INSERT_SNAPSHOT,
     timeline_store::delegate,
@@ -292,6 +293,11 @@ impl PostgresStore {
             let mut conn = self.conn.lock().await;
             let mut tx = conn.begin().await.map_err(db)?;
             write_redaction!(&mut *tx, session_id, redacted)?;
+            // The entities were written anew (their old documents went with the old rows).
+            let rows = (redacted.entities.iter())
+                .map(EntityRow::of)
+                .collect::<Result<Vec<_>, _>>()?;
+            postgres_search_docs::write(&mut tx, session_id, &rows).await?;
             // A follower (`reel tail`, a server's stream) hears of the new event.
             notify_commit(&mut tx, session_id).await?;
             tx.commit().await.map_err(db)?;

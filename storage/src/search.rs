@@ -1,6 +1,7 @@
 //! Full-text search over what the stored sessions said: messages, reasoning, tool arguments
-//! and tool results (one document per entity, kept by the database's own triggers on
-//! `entities`, see migration 0008). SQLite answers with FTS5 (its query syntax: words, "a
+//! and tool results (one document per entity, in the transaction that writes the entity: on
+//! SQLite by the database's triggers on `entities`, migration 0008; on PostgreSQL by the store,
+//! [`crate::postgres_search_docs`]). SQLite answers with FTS5 (its query syntax: words, "a
 //! phrase", OR, NOT, prefix*), PostgreSQL with a `tsvector` GIN index (web-search syntax:
 //! words, "a phrase", or, -word). Hits come newest first.
 //!

@@ -179,6 +179,13 @@ fn erases_everywhere(backend: &Backend, extra: &[&str], just_after: impl FnOnce(
         serde_json::from_str::<Value>(&hits).unwrap(),
         Value::Array(vec![])
     );
+    // What was not covered is still found: the entities' documents were written anew.
+    let kept = ok(
+        backend,
+        &["search", "forecast", "--session", "trip", "--json"],
+    );
+    let kept: Value = serde_json::from_str(&kept).unwrap();
+    assert_eq!(kept[0]["role"], "assistant", "{kept}");
     let turns = format!("{:?}", backend.turns_view().turns("trip"));
     assert!(
         !turns.contains(SECRET) && turns.contains("[redacted]"),
