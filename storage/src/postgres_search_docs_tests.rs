@@ -125,12 +125,12 @@ type Document = (String, String, String, String, i64, String);
 async fn documents_after_commits(location: &Location) -> Vec<Document> {
     let mut store = open_timeline(location, Access::ReadWrite).await.unwrap();
     // PostgreSQL's leases are the server's, not a schema's: each test its own session.
-    store.lease("docs").await.unwrap();
+    store.lease("search-docs-alike").await.unwrap();
     for commit in commits() {
-        store.commit("docs", &commit).await.unwrap();
+        store.commit("search-docs-alike", &commit).await.unwrap();
     }
     let sql = "SELECT entity_id, role, tool_name, status, ordinal, body FROM search_docs \
-               WHERE session_id = 'docs' ORDER BY entity_id";
+               WHERE session_id = 'search-docs-alike' ORDER BY entity_id";
     let rows = match location {
         Location::Sqlite(path) => {
             let url = format!("sqlite://{}", path.display());
@@ -148,7 +148,7 @@ async fn documents_after_commits(location: &Location) -> Vec<Document> {
                 .collect()
         }
     };
-    store.release("docs").await.unwrap();
+    store.release("search-docs-alike").await.unwrap();
     rows
 }
 
@@ -233,14 +233,14 @@ async fn a_nul_character_is_left_out_of_a_document_on_postgres() {
     };
     let location = Location::dsn(&schema.dsn).unwrap();
     let mut store = open_timeline(&location, Access::ReadWrite).await.unwrap();
-    store.lease("nul").await.unwrap();
+    store.lease("search-docs-nul").await.unwrap();
     let commit = Commit {
         events: vec![prompt(1)],
         entities: vec![tool_call("c1", 1, "nul\0byte", "done\0")],
         entities_ordinal: Some(1),
         ..Commit::default()
     };
-    store.commit("nul", &commit).await.unwrap();
+    store.commit("search-docs-nul", &commit).await.unwrap();
     let mut conn = sqlx::PgConnection::connect(&schema.dsn).await.unwrap();
     let row = sqlx::query("SELECT body, status FROM search_docs WHERE entity_id = 'c1'")
         .fetch_one(&mut conn)
@@ -270,7 +270,7 @@ async fn documents_the_triggers_wrote_stay_and_follow_on_postgres() {
     let row = crate::rows::EntityRow::of(&old).unwrap();
     sqlx::query(
         "INSERT INTO entities (session_id, entity_id, kind, created_ordinal, \
-         last_event_ordinal, tombstone, payload_json) VALUES ('old', $1, $2, 1, 1, false, $3)",
+         last_event_ordinal, tombstone, payload_json) VALUES ('search-docs-migrated', $1, $2, 1, 1, false, $3)",
     )
     .bind(row.id)
     .bind(row.kind)
@@ -282,9 +282,9 @@ async fn documents_the_triggers_wrote_stay_and_follow_on_postgres() {
     let event = crate::rows::event_json(&prompt(1)).unwrap();
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "INSERT INTO sessions (session_id, created_at, updated_at, last_ordinal, entities_ordinal) \
-         VALUES ('old', 0, 0, 1, 1); \
+         VALUES ('search-docs-migrated', 0, 0, 1, 1); \
          INSERT INTO events (session_id, ordinal, name, payload_json, created_at) \
-         VALUES ('old', 1, 'ChatUserMessageAccepted', '{}', 0)",
+         VALUES ('search-docs-migrated', 1, 'ChatUserMessageAccepted', '{}', 0)",
         event.replace('\'', "''")
     )))
     .execute(&mut conn)
@@ -311,7 +311,7 @@ async fn documents_the_triggers_wrote_stay_and_follow_on_postgres() {
     assert_eq!(found(&mut store, "umbrella").await, m1("accepted"));
 
     // A status of its own, then new words: the document follows both.
-    store.lease("old").await.unwrap();
+    store.lease("search-docs-migrated").await.unwrap();
     let changes = [
         message("m1", 1, "user", "an umbrella for Oslo", "answered"),
         message("m1", 1, "user", "a raincoat for Oslo", "answered"),
@@ -323,7 +323,7 @@ async fn documents_the_triggers_wrote_stay_and_follow_on_postgres() {
             entities_ordinal: Some(ordinal),
             ..Commit::default()
         };
-        store.commit("old", &commit).await.unwrap();
+        store.commit("search-docs-migrated", &commit).await.unwrap();
         if ordinal == 2 {
             assert_eq!(found(&mut store, "umbrella").await, m1("answered"));
         }
