@@ -104,7 +104,9 @@ pub(crate) async fn without_index(
             .await?;
             Ok(store)
         }
-        (_, location) => anyhow::bail!("a SQLite store at {location:?} that is not SQLite's"),
+        (_, location) => {
+            anyhow::bail!("the store at {location:?} is not of its location's backend")
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! A commit of a session's log to PostgreSQL: one transaction that locks the session's row,
 //! checks that the commit continues the stored log, writes the events (one `UNNEST` statement
 //! for any count), the entities with their search documents and the snapshot, brings the row
-//! up to date and notifies the followers. The statements are the shared SQL of [`crate::sql_store`] where there is one.
+//! up to date and notifies the followers. The statements are the shared SQL of
+//! [`crate::sql_store`] where there is one.
 
 use std::sync::LazyLock;
 
