@@ -232,8 +232,8 @@ async fn upsert_entities(
     let first = commit
         .events
         .first()
-        .map_or(i64::MAX, |entry| to_i64(entry.ordinal));
-    let documents = documents.then(|| Documents::of(&rows, first));
+        .map_or(u64::MAX, |entry| entry.ordinal);
+    let documents = documents.then(|| Documents::of(&commit.entities, first));
     let query = match &documents {
         Some(documents) => documents.bind(query),
         None => query,

@@ -5,8 +5,8 @@
 //! still do. On PostgreSQL that cost twice what the documents themselves cost: two PL/pgSQL
 //! calls per upsert (its INSERT and its UPDATE triggers both fire), each reading a transition
 //! table and starting an INSERT of its own, and every entity's payload parsed again as `jsonb`.
-//! Here the writer, which has the payload in hand, computes each document's columns and
-//! sends them beside the entities. In the server's log of `reel bench`'s conversation (two
+//! Here the writer, which has the decoded payload in hand, takes each document's columns from
+//! it and sends them beside the entities. In the server's log of `reel bench`'s conversation (two
 //! documents a turn), the entities' statement took 0.30-0.33 ms with the triggers and
 //! 0.13-0.16 ms this way, against 0.03-0.04 ms with no index (and planned once: see
 //! `postgres_commit`).
@@ -14,13 +14,14 @@
 //! `tsv` is computed here too, not generated: PostgreSQL recomputes a generated column on every
 //! UPDATE, and a tool call's status changes two or three times while its input does not.
 
-use std::sync::LazyLock;
+use std::{borrow::Cow, sync::LazyLock};
 
 use reel_engine::StoreError;
+use reel_proto::{Any, rpc::SnapshotEntity};
 use serde::Deserialize;
 use sqlx::{AssertSqlSafe, PgConnection, Postgres, postgres::PgArguments, query::Query};
 
-use crate::rows::{EntityRow, db};
+use crate::rows::{db, entity_json, to_i64};
 
 /// The entity kinds that have a document: what a session said (as SQLite's triggers choose).
 const SEARCHED_KINDS: [&str; 3] = ["ChatMessage", "ChatToolCall", "ChatToolResult"];
@@ -56,14 +57,14 @@ const TSV: &str = "to_tsvector('simple', left(d.b, 100000))";
 /// [`upsert`] on its own, for a writer that wrote the entities another way (a redaction).
 static UPSERT: LazyLock<String> = LazyLock::new(|| upsert(2));
 
-/// Writes the documents of `rows` of `session_id`, entities this transaction wrote anew after
+/// Writes the documents of `entities` of `session_id`, which this transaction wrote anew after
 /// removing the old ones (with their documents).
 pub(crate) async fn write(
     conn: &mut PgConnection,
     session_id: &str,
-    rows: &[EntityRow<'_>],
+    entities: &[SnapshotEntity],
 ) -> Result<(), StoreError> {
-    let documents = Documents::of(rows, 0);
+    let documents = Documents::of(entities, 0);
     if documents.ids.is_empty() {
         return Ok(());
     }
@@ -72,53 +73,53 @@ pub(crate) async fn write(
     Ok(())
 }
 
-/// The documents of some entities, a column each, as `UNNEST` takes them.
+/// The documents of some entities, a column each, as `UNNEST` takes them; the texts borrowed
+/// from the entities where they need no change.
 #[derive(Default)]
 pub(crate) struct Documents<'a> {
     ids: Vec<&'a str>,
-    roles: Vec<String>,
-    tool_names: Vec<String>,
-    statuses: Vec<String>,
+    roles: Vec<Cow<'a, str>>,
+    tool_names: Vec<Cow<'a, str>>,
+    statuses: Vec<Cow<'a, str>>,
     ordinals: Vec<i64>,
-    bodies: Vec<String>,
+    bodies: Vec<Cow<'a, str>>,
     /// Whether the entity is new, so that no document of it is stored yet.
     new: Vec<bool>,
 }
 
 impl<'a> Documents<'a> {
-    /// The documents of those of `rows` that have one; an entity created by an event at or
+    /// The documents of those of `entities` that have one; an entity created by an event at or
     /// after `new_from` is new (its document is not looked for: when one was there after
     /// all, the statement still finds it by its conflict, and only computes a `tsv` more).
-    pub(crate) fn of(rows: &'a [EntityRow<'a>], new_from: i64) -> Self {
+    pub(crate) fn of(entities: &'a [SnapshotEntity], new_from: u64) -> Self {
         let mut documents = Self::default();
-        for row in rows.iter().filter(|row| SEARCHED_KINDS.contains(&row.kind)) {
-            documents.push(row, row.created_ordinal >= new_from);
+        let searched = |entity: &&SnapshotEntity| SEARCHED_KINDS.contains(&entity.kind.as_str());
+        for entity in entities.iter().filter(searched) {
+            documents.push(entity, entity.created_ordinal >= new_from);
         }
         documents
     }
 
-    fn push(&mut self, row: &'a EntityRow<'a>, new: bool) {
-        // A payload that does not parse is indexed without its words, as the triggers did: a
-        // commit never fails for its document.
-        let fields: Fields = serde_json::from_str(&row.payload_json).unwrap_or_default();
-        let role = if row.kind != "ChatMessage" {
-            "tool".to_owned()
+    fn push(&mut self, entity: &'a SnapshotEntity, new: bool) {
+        let fields = Fields::of(entity);
+        let role = if entity.kind != "ChatMessage" {
+            Cow::Borrowed("tool")
         } else if fields.segment_type.as_deref() == Some("reasoning") {
-            "reasoning".to_owned()
+            Cow::Borrowed("reasoning")
         } else {
             fields.role.unwrap_or_default()
         };
-        let body = match row.tombstone {
-            true => String::new(),
+        let body = match entity.tombstone {
+            true => Cow::Borrowed(""),
             false => (fields.text.or(fields.input).or(fields.result)).unwrap_or_default(),
         };
-        self.ids.push(row.id);
+        self.ids.push(&entity.id);
         self.roles.push(without_nul(role));
         self.tool_names
             .push(without_nul(fields.tool_name.unwrap_or_default()));
         self.statuses
             .push(without_nul(fields.status.unwrap_or_default()));
-        self.ordinals.push(row.created_ordinal);
+        self.ordinals.push(to_i64(entity.created_ordinal));
         self.bodies.push(without_nul(body));
         self.new.push(new);
     }
@@ -128,22 +129,68 @@ impl<'a> Documents<'a> {
         &'q self,
         query: Query<'q, Postgres, PgArguments>,
     ) -> Query<'q, Postgres, PgArguments> {
+        let texts = |column: &'q [Cow<'a, str>]| -> Vec<&'q str> {
+            column.iter().map(AsRef::as_ref).collect()
+        };
         query
             .bind(&self.ids)
-            .bind(&self.roles)
-            .bind(&self.tool_names)
-            .bind(&self.statuses)
+            .bind(texts(&self.roles))
+            .bind(texts(&self.tool_names))
+            .bind(texts(&self.statuses))
             .bind(&self.ordinals)
-            .bind(&self.bodies)
+            .bind(texts(&self.bodies))
             .bind(&self.new)
     }
 }
 
-/// The fields of an entity's payload (canonical protobuf JSON) a document is made of; an
-/// empty field is left out of that JSON, and reads as none.
+/// The fields of an entity's payload a document is made of, by their names in its canonical
+/// protobuf JSON (as SQLite's triggers read them there); an empty field is left out of that
+/// JSON, and reads as none.
+#[derive(Default)]
+struct Fields<'a> {
+    role: Option<Cow<'a, str>>,
+    tool_name: Option<Cow<'a, str>>,
+    status: Option<Cow<'a, str>>,
+    segment_type: Option<Cow<'a, str>>,
+    text: Option<Cow<'a, str>>,
+    input: Option<Cow<'a, str>>,
+    result: Option<Cow<'a, str>>,
+}
+
+impl<'a> Fields<'a> {
+    /// Read from the decoded payload for the three kinds of searched entities (no JSON made
+    /// and parsed back on the commit's path), from its JSON for any other payload.
+    fn of(entity: &'a SnapshotEntity) -> Self {
+        let field = |text: &'a String| (!text.is_empty()).then_some(Cow::Borrowed(text.as_str()));
+        match &entity.payload {
+            Some(Any::ChatMessageEntity(message)) => Self {
+                role: field(&message.role),
+                status: field(&message.status),
+                segment_type: field(&message.segment_type),
+                text: field(&message.text),
+                ..Self::default()
+            },
+            Some(Any::ToolCallEntity(call)) => Self {
+                tool_name: field(&call.tool_name),
+                status: field(&call.status),
+                input: field(&call.input),
+                ..Self::default()
+            },
+            Some(Any::ToolResultEntity(result)) => Self {
+                tool_name: field(&result.tool_name),
+                status: field(&result.status),
+                result: field(&result.result),
+                ..Self::default()
+            },
+            _ => JsonFields::of(entity).into(),
+        }
+    }
+}
+
+/// [`Fields`] read from a payload's JSON.
 #[derive(Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
-struct Fields {
+struct JsonFields {
     role: Option<String>,
     tool_name: Option<String>,
     status: Option<String>,
@@ -153,10 +200,33 @@ struct Fields {
     result: Option<String>,
 }
 
+impl JsonFields {
+    /// A payload that does not encode or parse is indexed without its words, as the triggers
+    /// did: a commit never fails for its document.
+    fn of(entity: &SnapshotEntity) -> Self {
+        let json = entity_json(entity).unwrap_or_default();
+        serde_json::from_str(&json).unwrap_or_default()
+    }
+}
+
+impl From<JsonFields> for Fields<'_> {
+    fn from(json: JsonFields) -> Self {
+        Self {
+            role: json.role.map(Cow::Owned),
+            tool_name: json.tool_name.map(Cow::Owned),
+            status: json.status.map(Cow::Owned),
+            segment_type: json.segment_type.map(Cow::Owned),
+            text: json.text.map(Cow::Owned),
+            input: json.input.map(Cow::Owned),
+            result: json.result.map(Cow::Owned),
+        }
+    }
+}
+
 /// `text` without its NUL characters, which a PostgreSQL text cannot hold.
-fn without_nul(text: String) -> String {
+fn without_nul(text: Cow<'_, str>) -> Cow<'_, str> {
     match text.contains('\0') {
-        true => text.replace('\0', ""),
+        true => Cow::Owned(text.replace('\0', "")),
         false => text,
     }
 }

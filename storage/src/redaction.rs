@@ -294,10 +294,7 @@ impl PostgresStore {
             let mut tx = conn.begin().await.map_err(db)?;
             write_redaction!(&mut *tx, session_id, redacted)?;
             // The entities were written anew (their old documents went with the old rows).
-            let rows = (redacted.entities.iter())
-                .map(EntityRow::of)
-                .collect::<Result<Vec<_>, _>>()?;
-            postgres_search_docs::write(&mut tx, session_id, &rows).await?;
+            postgres_search_docs::write(&mut tx, session_id, &redacted.entities).await?;
             // A follower (`reel tail`, a server's stream) hears of the new event.
             notify_commit(&mut tx, session_id).await?;
             tx.commit().await.map_err(db)?;
