@@ -21,6 +21,7 @@ mod search;
 #[cfg(test)]
 mod search_tests;
 mod shared_connection;
+mod simple_tsvector;
 mod sql_store;
 #[cfg(test)]
 mod sql_store_tests;

@@ -22,6 +22,7 @@ use tokio::sync::broadcast;
 use crate::{
     Access, postgres_commit,
     postgres_notices::{self, CommitNotices},
+    postgres_search_docs::DocumentWriting,
     rows::db,
     schema::{self, MIGRATION_TABLE, POSTGRES_MIGRATIONS, REEL_TABLES, Refusal, Schema},
     shared_connection::{SharedConnection, SharedReader},
@@ -52,9 +53,9 @@ pub struct PostgresStore {
     notices: CommitNotices,
     /// This store's place among the notices, kept between waits so none is missed.
     heard: Option<broadcast::Receiver<Arc<str>>>,
-    /// Whether commits write the search documents of their entities: always, but for `reel
+    /// How commits write the search documents of their entities: always, but for `reel
     /// bench`'s measure of what the index costs (see [`Self::without_search_documents`]).
-    search_documents: bool,
+    pub(crate) writing: DocumentWriting,
 }
 
 impl PostgresStore {
@@ -86,7 +87,7 @@ impl PostgresStore {
             dsn: self.dsn.clone(),
             notices: Arc::clone(&self.notices),
             heard: None,
-            search_documents: self.search_documents,
+            writing: self.writing,
         }
     }
 
@@ -96,7 +97,7 @@ impl PostgresStore {
     /// this store committed.
     #[doc(hidden)]
     pub fn without_search_documents(mut self) -> Self {
-        self.search_documents = false;
+        self.writing = DocumentWriting::Off;
         self
     }
 
@@ -156,6 +157,13 @@ impl PostgresStore {
                 schema::bring_up_to_date(&POSTGRES_MIGRATIONS, &mut conn, &shown).await?;
             }
         }
+        // Only a writer writes documents; a reader never asks.
+        let writing = match access {
+            Access::ReadWrite => DocumentWriting::of_database(&mut conn)
+                .await
+                .map_err(|e| StoreError::database(&shown, e))?,
+            Access::ReadOnly => DocumentWriting::Parsed,
+        };
         Ok(Self {
             conn: SharedConnection::new(conn),
             readers: SharedReader::default(),
@@ -163,7 +171,7 @@ impl PostgresStore {
             dsn: dsn.to_owned(),
             notices: CommitNotices::default(),
             heard: None,
-            search_documents: true,
+            writing,
         })
     }
 
@@ -348,7 +356,7 @@ impl Backend for PostgresStore {
         last: u64,
     ) -> Result<(), StoreError> {
         let mut conn = self.conn.lock().await;
-        let documents = self.search_documents;
+        let documents = self.writing;
         let written = postgres_commit::write(
             &mut conn,
             (session_id, commit, last),

@@ -11,7 +11,7 @@ use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
 use crate::{
     postgres_notices::notify_commit,
-    postgres_search_docs::{self, Documents},
+    postgres_search_docs::{self, DocumentWriting, Documents},
     rows::{ENTITY_COLUMNS, ENTITY_UPSERT, EntityRow, db, event_json, now_ms, to_i64},
     sql_store::{
         CLEAR_DEADLINES, CREATE_SESSION, INSERT_SNAPSHOT, LAST_ORDINAL, PRUNE_SNAPSHOTS,
@@ -20,12 +20,12 @@ use crate::{
 };
 
 /// Writes `commit` of `session_id` (ending at ordinal `last`) in one transaction, with the
-/// search documents of its entities unless `documents` is false; `place` names the database in
+/// search documents of its entities written as `documents` says; `place` names the database in
 /// errors. A failed statement rolls it back.
 pub(crate) async fn write(
     conn: &mut PgConnection,
     (session_id, commit, last): (&str, &Commit, u64),
-    documents: bool,
+    documents: DocumentWriting,
     place: &str,
 ) -> Result<(), StoreError> {
     let mut tx = conn.begin_with(BEGIN).await.map_err(db)?;
@@ -201,7 +201,7 @@ async fn upsert_entities(
     conn: &mut PgConnection,
     session_id: &str,
     commit: &Commit,
-    documents: bool,
+    documents: DocumentWriting,
 ) -> Result<(), StoreError> {
     if commit.entities.is_empty() {
         return Ok(());
@@ -217,8 +217,10 @@ async fn upsert_entities(
     let tombstones: Vec<bool> = rows.iter().map(|row| row.tombstone).collect();
     let payloads: Vec<&str> = rows.iter().map(|row| row.payload_json.as_str()).collect();
     let statement = match documents {
-        true => UPSERT_ENTITIES_AND_DOCUMENTS.as_str(),
-        false => UPSERT_ENTITIES.as_str(),
+        DocumentWriting::Parsed | DocumentWriting::Computed => {
+            UPSERT_ENTITIES_AND_DOCUMENTS.as_str()
+        }
+        DocumentWriting::Off => UPSERT_ENTITIES.as_str(),
     };
     let query = sqlx::query(AssertSqlSafe(statement))
         .bind(session_id)
@@ -233,7 +235,8 @@ async fn upsert_entities(
         .events
         .first()
         .map_or(u64::MAX, |entry| entry.ordinal);
-    let documents = documents.then(|| Documents::of(&commit.entities, first));
+    let documents = (documents != DocumentWriting::Off)
+        .then(|| Documents::of(&commit.entities, first, documents));
     let query = match &documents {
         Some(documents) => documents.bind(query),
         None => query,

@@ -12,7 +12,9 @@
 //! `postgres_commit`).
 //!
 //! `tsv` is computed here too, not generated: PostgreSQL recomputes a generated column on every
-//! UPDATE, and a tool call's status changes two or three times while its input does not.
+//! UPDATE, and a tool call's status changes two or three times while its input does not. For
+//! plain text the writer sends the `tsvector` itself (see [`crate::simple_tsvector`]); the
+//! statement calls `to_tsvector` for the rest.
 
 use std::{borrow::Cow, sync::LazyLock};
 
@@ -21,27 +23,65 @@ use reel_proto::{Any, rpc::SnapshotEntity};
 use serde::Deserialize;
 use sqlx::{AssertSqlSafe, PgConnection, Postgres, postgres::PgArguments, query::Query};
 
-use crate::rows::{db, entity_json, to_i64};
+use crate::{
+    rows::{db, entity_json, to_i64},
+    simple_tsvector::{PROBE, TsVector},
+};
 
 /// The entity kinds that have a document: what a session said (as SQLite's triggers choose).
 const SEARCHED_KINDS: [&str; 3] = ["ChatMessage", "ChatToolCall", "ChatToolResult"];
 
+/// How a store's commits write the search documents of their entities.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum DocumentWriting {
+    /// Not at all: `reel bench`'s store without the index.
+    Off,
+    /// Each `tsv` made by the database's `to_tsvector`.
+    #[default]
+    Parsed,
+    /// The `tsv` of plain text made by the writer, the rest by `to_tsvector`.
+    Computed,
+}
+
+impl DocumentWriting {
+    /// How the database on `conn` can take documents: with the writer's own `tsvector`s when
+    /// its `to_tsvector('simple', ...)` agrees with [`TsVector::of`] on [`PROBE`] (a database
+    /// whose `simple` configuration was altered, or whose locale lowercases otherwise, does not).
+    pub(crate) async fn of_database(conn: &mut PgConnection) -> Result<Self, sqlx::Error> {
+        let Some(probe) = TsVector::of(PROBE) else {
+            return Ok(Self::Parsed);
+        };
+        let agrees: bool = sqlx::query_scalar("SELECT to_tsvector('simple', $1) = $2")
+            .bind(PROBE)
+            .bind(probe)
+            .fetch_one(conn)
+            .await?;
+        if !agrees {
+            tracing::debug!(
+                "this database's to_tsvector('simple', ...) reads plain text otherwise than reel: it computes every search document's tsvector"
+            );
+        }
+        Ok(if agrees { Self::Computed } else { Self::Parsed })
+    }
+}
+
 /// The upsert of documents: `$1` is the session, the columns' arrays of [`Documents`] follow
 /// from `$first`. A document that is there already takes the new values when any differs (its
-/// ordinal stays the one of the event that made it). Its `tsv` is computed again only when its
-/// body changed: for an unchanged body the statement proposes an empty one, which the update
-/// does not take. A new entity's document is not looked for.
+/// ordinal stays the one of the event that made it). Its `tsv`, when the writer sent none, is
+/// computed again only when its body changed: for an unchanged body the statement proposes an
+/// empty one, which the update does not take. A new entity's document is not looked for.
 pub(crate) fn upsert(first: usize) -> String {
-    let [i, r, t, s, o, b, n] = std::array::from_fn(|at| first + at);
+    let [i, r, t, s, o, b, n, v] = std::array::from_fn(|at| first + at);
     format!(
         "INSERT INTO search_docs (session_id, entity_id, role, tool_name, status, ordinal, body, tsv) \
          SELECT $1, d.i, d.r, d.t, d.s, d.o, d.b, CASE \
+             WHEN d.v IS NOT NULL THEN d.v \
              WHEN d.n THEN {TSV} \
              WHEN d.b = (SELECT stored.body FROM search_docs stored \
                  WHERE stored.session_id = $1 AND stored.entity_id = d.i) THEN ''::tsvector \
              ELSE {TSV} END \
-         FROM UNNEST(${i}::text[], ${r}::text[], ${t}::text[], ${s}::text[], ${o}::bigint[], ${b}::text[], ${n}::boolean[]) \
-             AS d(i, r, t, s, o, b, n) \
+         FROM UNNEST(${i}::text[], ${r}::text[], ${t}::text[], ${s}::text[], ${o}::bigint[], ${b}::text[], ${n}::boolean[], ${v}::tsvector[]) \
+             AS d(i, r, t, s, o, b, n, v) \
          ON CONFLICT (session_id, entity_id) DO UPDATE SET role = excluded.role, \
              tool_name = excluded.tool_name, status = excluded.status, body = excluded.body, \
              tsv = CASE WHEN search_docs.body = excluded.body THEN search_docs.tsv ELSE excluded.tsv END \
@@ -63,8 +103,9 @@ pub(crate) async fn write(
     conn: &mut PgConnection,
     session_id: &str,
     entities: &[SnapshotEntity],
+    writing: DocumentWriting,
 ) -> Result<(), StoreError> {
-    let documents = Documents::of(entities, 0);
+    let documents = Documents::of(entities, 0, writing);
     if documents.ids.is_empty() {
         return Ok(());
     }
@@ -85,14 +126,24 @@ pub(crate) struct Documents<'a> {
     bodies: Vec<Cow<'a, str>>,
     /// Whether the entity is new, so that no document of it is stored yet.
     new: Vec<bool>,
+    /// The body's `tsvector` where the writer made it (plain text, when the database agrees).
+    vectors: Vec<Option<TsVector>>,
+    writing: DocumentWriting,
 }
 
 impl<'a> Documents<'a> {
     /// The documents of those of `entities` that have one; an entity created by an event at or
     /// after `new_from` is new (its document is not looked for: when one was there after
     /// all, the statement still finds it by its conflict, and only computes a `tsv` more).
-    pub(crate) fn of(entities: &'a [SnapshotEntity], new_from: u64) -> Self {
-        let mut documents = Self::default();
+    pub(crate) fn of(
+        entities: &'a [SnapshotEntity],
+        new_from: u64,
+        writing: DocumentWriting,
+    ) -> Self {
+        let mut documents = Self {
+            writing,
+            ..Self::default()
+        };
         let searched = |entity: &&SnapshotEntity| SEARCHED_KINDS.contains(&entity.kind.as_str());
         for entity in entities.iter().filter(searched) {
             documents.push(entity, entity.created_ordinal >= new_from);
@@ -120,11 +171,17 @@ impl<'a> Documents<'a> {
         self.statuses
             .push(without_nul(fields.status.unwrap_or_default()));
         self.ordinals.push(to_i64(entity.created_ordinal));
-        self.bodies.push(without_nul(body));
+        let body = without_nul(body);
+        let vector = match self.writing {
+            DocumentWriting::Computed => TsVector::of(&body),
+            DocumentWriting::Off | DocumentWriting::Parsed => None,
+        };
+        self.bodies.push(body);
         self.new.push(new);
+        self.vectors.push(vector);
     }
 
-    /// `query` with the seven columns bound, in [`upsert`]'s order.
+    /// `query` with the eight columns bound, in [`upsert`]'s order.
     pub(crate) fn bind<'q>(
         &'q self,
         query: Query<'q, Postgres, PgArguments>,
@@ -140,6 +197,7 @@ impl<'a> Documents<'a> {
             .bind(&self.ordinals)
             .bind(texts(&self.bodies))
             .bind(&self.new)
+            .bind(&self.vectors)
     }
 }
 

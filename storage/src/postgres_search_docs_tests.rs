@@ -10,7 +10,10 @@ use reel_proto::{
 };
 use sqlx::{Connection, Row};
 
-use crate::{Access, Location, open_timeline, sql_store_tests::prompt};
+use crate::{
+    Access, Location, TimelineStore, open_timeline, postgres_search_docs::DocumentWriting,
+    simple_tsvector::TsVector, sql_store_tests::prompt,
+};
 
 /// Entity `id` of `kind` holding `payload`, made at `ordinal`.
 fn entity(id: &str, kind: &str, ordinal: u64, payload: Option<Any>) -> SnapshotEntity {
@@ -330,4 +333,106 @@ async fn documents_the_triggers_wrote_stay_and_follow_on_postgres() {
     }
     assert!(found(&mut store, "umbrella").await.is_empty());
     assert_eq!(found(&mut store, "raincoat").await, m1("answered"));
+}
+
+/// Bodies made of words, numbers, blanks, full stops and a few characters the parser reads by
+/// rules of its own, from a fixed seed: the tsvector the writer makes of each plain one must be
+/// PostgreSQL's `to_tsvector('simple', ...)` of it, byte for byte.
+fn generated_bodies(count: usize) -> Vec<String> {
+    const PIECES: [&str; 20] = [
+        "word",
+        "Ada",
+        "I",
+        "WORLD",
+        "x1",
+        "2nd",
+        "0x1F",
+        "1e5",
+        "1E5x",
+        "12ab34",
+        "007",
+        "e",
+        "café",
+        "a-b",
+        "v1.2",
+        "x@y",
+        "-5",
+        "http://x.org/p",
+        "<b>",
+        "&amp;",
+    ];
+    const BLANKS: [&str; 12] = [
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        ", ",
+        "; ",
+        "! ",
+        "(",
+        ")",
+        "\"",
+        "'",
+        "_*=#%`|?[]{}\r",
+    ];
+    const STOPS: [&str; 4] = [". ", ".", "..", ".\n"];
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut next = move |below: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % below as u64) as usize
+    };
+    (0..count)
+        .map(|_| {
+            let mut body = String::new();
+            for _ in 0..next(14) {
+                match next(10) {
+                    0..5 => body.push_str(PIECES[next(PIECES.len())]),
+                    5..9 => body.push_str(BLANKS[next(BLANKS.len())]),
+                    _ => body.push_str(STOPS[next(STOPS.len())]),
+                }
+            }
+            body
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_tsvectors_the_writer_makes_are_postgresqls_own() {
+    let Some(schema) = reel_tests::postgres() else {
+        return;
+    };
+    let (bodies, vectors): (Vec<String>, Vec<TsVector>) = generated_bodies(20_000)
+        .into_iter()
+        .filter_map(|body| TsVector::of(&body).map(|vector| (body, vector)))
+        .unzip();
+    // Enough of them plain, of every shape, for the comparison to mean something.
+    assert!(bodies.len() > 3_000, "{} plain bodies", bodies.len());
+    let mut conn = sqlx::PgConnection::connect(&schema.dsn).await.unwrap();
+    let differ: Vec<(String, String)> = sqlx::query_as(
+        "SELECT c.b, to_tsvector('simple', c.b)::text FROM UNNEST($1::text[], $2::tsvector[]) AS c(b, v) \
+         WHERE c.v IS DISTINCT FROM to_tsvector('simple', c.b)",
+    )
+    .bind(&bodies)
+    .bind(&vectors)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let shown: Vec<String> = (differ.iter().take(5))
+        .map(|(body, theirs)| {
+            let ours = TsVector::of(body).map(|vector| vector.text());
+            format!("{body:?}: PostgreSQL {theirs}, reel {ours:?}")
+        })
+        .collect();
+    assert!(differ.is_empty(), "{} differ: {shown:#?}", differ.len());
+
+    // This database agrees on the probe, so its stores send their own.
+    let store = open_timeline(&Location::dsn(&schema.dsn).unwrap(), Access::ReadWrite)
+        .await
+        .unwrap();
+    let TimelineStore::Postgres(store) = store else {
+        panic!("a DSN opens PostgreSQL");
+    };
+    assert_eq!(store.writing, DocumentWriting::Computed);
 }

@@ -294,7 +294,8 @@ impl PostgresStore {
             let mut tx = conn.begin().await.map_err(db)?;
             write_redaction!(&mut *tx, session_id, redacted)?;
             // The entities were written anew (their old documents went with the old rows).
-            postgres_search_docs::write(&mut tx, session_id, &redacted.entities).await?;
+            postgres_search_docs::write(&mut tx, session_id, &redacted.entities, self.writing)
+                .await?;
             // A follower (`reel tail`, a server's stream) hears of the new event.
             notify_commit(&mut tx, session_id).await?;
             tx.commit().await.map_err(db)?;
