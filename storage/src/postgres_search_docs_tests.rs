@@ -375,7 +375,9 @@ fn generated_bodies(count: usize) -> Vec<String> {
         "'",
         "_*=#%`|?[]{}\r",
     ];
-    const STOPS: [&str; 4] = [". ", ".", "..", ".\n"];
+    const STOPS: [&str; 12] = [
+        ". ", ".", "..", ".\n", ": ", ":", ":\n", "- ", "-", " - ", "\n- ", ":-",
+    ];
     let mut state = 0x9E37_79B9_7F4A_7C15_u64;
     let mut next = move |below: usize| {
         state ^= state << 13;

@@ -1,6 +1,6 @@
 //! A search document's `tsvector` made by the writer, equal to what PostgreSQL's
 //! `to_tsvector('simple', body)` makes, for plain text: ASCII words and numbers between spaces
-//! and common punctuation. Any other text (non-ASCII letters, `-`, `/`, `@`, `:`, a `.` inside
+//! and common punctuation. Any other text (non-ASCII letters, `/`, `@`, a `-`, `:` or `.` inside
 //! a word, a number with an exponent...) is left to PostgreSQL, whose parser turns such runs into
 //! hosts, paths, e-mails, versions or hyphenated words by rules this module does not repeat.
 //!
@@ -33,7 +33,8 @@ const MAX_POSITIONS: usize = 255;
 const MAX_LEXEME: usize = 2_047;
 
 /// Characters PostgreSQL's parser reads as blanks between ASCII words and numbers, in any
-/// number and order. A `.` is one only where a sentence ends (before a space or the end).
+/// number and order. A `.`, `:` or `-` is one only before a space or the end ("Note: it is
+/// late.", "- a list item").
 const BLANKS: &[u8] = b" \t\n\r,;!?()[]{}\"'*_=#%`|";
 
 /// A `tsvector`: its lexemes in byte order, each with its positions in increasing order.
@@ -73,7 +74,8 @@ impl TsVector {
                     return None;
                 }
                 positions.push(position);
-            } else if byte == b'.' {
+            } else if matches!(byte, b'.' | b':' | b'-') {
+                // Before a word these begin a host, a URL, a path or a signed number.
                 match bytes.get(at + 1) {
                     None | Some(b' ' | b'\t' | b'\n' | b'\r') => at += 1,
                     Some(_) => return None,
@@ -114,7 +116,7 @@ impl TsVector {
 
 /// A sample of the rules [`TsVector::of`] relies on, which a store compares with its database's
 /// own `to_tsvector('simple', ...)` before it sends any `tsvector` of its own.
-pub(crate) const PROBE: &str = "It's I, WORLD; no. Word123 2nd 0x1F 1,000 (x) [y] {z} \"q\" \
+pub(crate) const PROBE: &str = "It's I, WORLD; no. Note: - item - Word123 2nd 0x1F 1,000 (x) [y] {z} \"q\" \
      a_b a*b a=b a#b 50% `c` a|b a;b a!b a?b\tt\r\nend.";
 
 /// `tsvector`'s built-in type ids (fixed in every PostgreSQL).
@@ -167,6 +169,10 @@ mod tests {
         );
         assert_eq!(text("").as_deref(), Some(""));
         assert_eq!(text("don't").as_deref(), Some("'don':1 't':2"));
+        assert_eq!(
+            text("Note: two -\n- items").as_deref(),
+            Some("'items':3 'note':1 'two':2")
+        );
     }
 
     #[test]
