@@ -29,15 +29,29 @@ use crate::{
     sql_store::Backend,
 };
 
+/// The advisory lock of session `$1`: its id hashed with the schema that holds reel's tables.
+/// Advisory locks are the database's, not a schema's: keyed by the id alone, a session "s" of
+/// one deployment (its own schema, see the module doc) kept every other deployment in the same
+/// database from leasing its own session "s" (migration 0011).
+macro_rules! lease_key {
+    () => {
+        "hashtextextended(quote_ident(current_schema()) || '.' || $1, 0)"
+    };
+}
+
 /// How a commit's lease check finds the holder of a session's advisory lock (a bigint lock
 /// shows in pg_locks as classid, the high half, and objid, the low half).
-const LOCK_HOLDER: &str = "SELECT l.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid, \
-     (SELECT hashtextextended($1, 0) AS h) k \
+const LOCK_HOLDER: &str = concat!(
+    "SELECT l.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid, \
+     (SELECT ",
+    lease_key!(),
+    " AS h) k \
      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
      AND l.classid::text::bigint = ((k.h >> 32) & 4294967295) \
      AND l.objid::text::bigint = (k.h & 4294967295) \
-     AND l.pid <> pg_backend_pid() LIMIT 1";
+     AND l.pid <> pg_backend_pid() LIMIT 1"
+);
 
 /// A timeline database on a PostgreSQL server.
 pub struct PostgresStore {
@@ -245,7 +259,7 @@ impl PostgresStore {
     }
 
     async fn try_lock(&mut self, session_id: &str) -> Result<bool, StoreError> {
-        let locked = sqlx::query("SELECT pg_try_advisory_lock(hashtextextended($1, 0))")
+        let locked = sqlx::query(concat!("SELECT pg_try_advisory_lock(", lease_key!(), ")"))
             .bind(session_id)
             .fetch_one(&mut *self.conn.lock().await)
             .await
@@ -368,7 +382,7 @@ impl Backend for PostgresStore {
     }
 
     async fn give_up_lease(&mut self, session_id: &str) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_advisory_unlock(hashtextextended($1, 0))")
+        sqlx::query(concat!("SELECT pg_advisory_unlock(", lease_key!(), ")"))
             .bind(session_id)
             .execute(&mut *self.conn.lock().await)
             .await

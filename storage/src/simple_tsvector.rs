@@ -50,8 +50,11 @@ impl TsVector {
         if body.len() > MAX_BODY {
             return None;
         }
-        let bytes = body.as_bytes();
-        let mut words: HashMap<&[u8], Vec<u16>> = HashMap::new();
+        // Words that differ only in case are one lexeme: read from a lowercase copy, each
+        // lexeme's positions come in order.
+        let lowercase = body.to_ascii_lowercase();
+        let bytes = lowercase.as_bytes();
+        let mut words: HashMap<&str, Vec<u16>> = HashMap::new();
         let mut position = 0u16;
         let mut at = 0;
         while at < bytes.len() {
@@ -61,10 +64,10 @@ impl TsVector {
                 while at < bytes.len() && bytes[at].is_ascii_alphanumeric() {
                     at += 1;
                 }
-                let word = &bytes[start..at];
+                let word = &lowercase[start..at];
                 // A number followed by `e` may be read as a float ("1e5x" is 1e5 and x).
                 let float_like =
-                    word[0].is_ascii_digit() && word.iter().any(|&c| c == b'e' || c == b'E');
+                    word.starts_with(|c: char| c.is_ascii_digit()) && word.contains('e');
                 if float_like || word.len() > MAX_LEXEME || position == MAX_POSITION {
                     return None;
                 }
@@ -86,19 +89,9 @@ impl TsVector {
                 return None;
             }
         }
-        // Two words that differ only in case are one lexeme: merged in position order.
-        let mut lexemes: HashMap<String, Vec<u16>> = HashMap::with_capacity(words.len());
-        for (word, positions) in words {
-            let lexeme = String::from_utf8_lossy(word).to_ascii_lowercase();
-            lexemes.entry(lexeme).or_default().extend(positions);
-        }
-        let mut lexemes: Vec<(String, Vec<u16>)> = lexemes.into_iter().collect();
-        for (_, positions) in &mut lexemes {
-            if positions.len() > MAX_POSITIONS {
-                return None;
-            }
-            positions.sort_unstable();
-        }
+        let mut lexemes: Vec<(String, Vec<u16>)> = (words.into_iter())
+            .map(|(word, positions)| (word.to_owned(), positions))
+            .collect();
         lexemes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Some(Self { lexemes })
     }

@@ -378,3 +378,27 @@ async fn deadlines_on_postgres() {
     };
     deadlines_follow_the_questions(Location::dsn(&schema.dsn).unwrap()).await;
 }
+
+/// Two deployments in two schemas of one PostgreSQL database each lease their own session of
+/// the same id (an advisory lock is the database's, so its key names the schema), while a
+/// second store of the same schema is still refused it.
+#[tokio::test]
+async fn schemas_of_one_database_lease_sessions_of_the_same_id_apart_on_postgres() {
+    let (Some(first), Some(second)) = (reel_tests::postgres(), reel_tests::postgres()) else {
+        return;
+    };
+    let open = async |dsn: &str| {
+        let location = Location::dsn(dsn).unwrap();
+        open_timeline(&location, Access::ReadWrite).await.unwrap()
+    };
+    let mut here = open(&first.dsn).await;
+    let mut there = open(&second.dsn).await;
+    here.lease("leased-in-two-schemas").await.unwrap();
+    there.lease("leased-in-two-schemas").await.unwrap();
+
+    let mut rival = open(&first.dsn).await;
+    let refused = rival.lease("leased-in-two-schemas").await;
+    assert!(matches!(refused, Err(StoreError::Busy(_))), "{refused:?}");
+    here.release("leased-in-two-schemas").await.unwrap();
+    rival.lease("leased-in-two-schemas").await.unwrap();
+}

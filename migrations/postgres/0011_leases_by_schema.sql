@@ -1,0 +1,11 @@
+-- A session's lease is a session-level advisory lock. Until this migration its key was the
+-- session id alone, but advisory locks belong to the database, not to a schema: two reel
+-- deployments in two schemas of one database (search_path=NAME in the DSN) kept each other from
+-- leasing a session of the same id. From this version the key is the schema's name and the id
+-- (storage/src/postgres.rs, lease_key).
+--
+-- No table changes. The migration exists so that a reel older than this refuses the database
+-- when it opens it: an older process would take the old key while newer ones take the new, and
+-- two processes could then both hold a session. Restart every process on the new version
+-- together.
+COMMENT ON TABLE sessions IS 'reel: one row a session; its lease is the advisory lock keyed by this schema and the session id (migration 0011)';
