@@ -5,8 +5,8 @@
 //! hosts, paths, e-mails, versions or hyphenated words by rules this module does not repeat.
 //!
 //! Why: PostgreSQL's default text-search parser classifies every character through the locale's
-//! wide-character functions; `to_tsvector` took about 10 µs of a 20-word document, more than its
-//! row and its GIN entries together. Sent in `tsvector`'s binary form, the same value costs the
+//! wide-character functions; `to_tsvector` took about 10 µs of a 20-word document, about as much
+//! as its row and its GIN entries together. Sent in `tsvector`'s binary form, the same value costs the
 //! server a copy. Where the two must agree is tested against the server itself (a generated
 //! corpus in `postgres_search_docs_tests`), and every store checks a sample of the rules against
 //! its own database before it uses this (see [`PROBE`]): a database whose `simple`
@@ -96,7 +96,7 @@ impl TsVector {
         Some(Self { lexemes })
     }
 
-    /// Its text form, as PostgreSQL prints it (`'lexeme':1,3 'other':2`), for tests and probes.
+    /// Its text form, as PostgreSQL prints it (`'lexeme':1,3 'other':2`), for the tests.
     #[cfg(test)]
     pub(crate) fn text(&self) -> String {
         let lexemes = self.lexemes.iter().map(|(lexeme, positions)| {
