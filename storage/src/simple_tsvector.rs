@@ -5,12 +5,12 @@
 //! hosts, paths, e-mails, versions or hyphenated words by rules this module does not repeat.
 //!
 //! Why: PostgreSQL's default text-search parser classifies every character through the locale's
-//! wide-character functions; `to_tsvector` took about 10 µs of a 20-word document, about as much
-//! as its row and its GIN entries together. Sent in `tsvector`'s binary form, the same value costs the
-//! server a copy. Where the two must agree is tested against the server itself (a generated
-//! corpus in `postgres_search_docs_tests`), and every store checks a sample of the rules against
-//! its own database before it uses this (see [`PROBE`]): a database whose `simple`
-//! configuration was altered, or whose locale lowercases `I` otherwise, gets `to_tsvector`.
+//! wide-character functions; `to_tsvector` took about 10 µs of a 20-word document, about as much as
+//! its row and its GIN entries together. Sent in `tsvector`'s binary form, the same value costs the
+//! server a copy. Where the two must agree is tested against the server itself (a generated corpus
+//! in `postgres_search_docs_tests`), and every store checks a sample of the rules against its own
+//! database before it uses this (see [`PROBE`]): a database whose `simple` configuration was
+//! altered, or whose locale lowercases `I` otherwise, gets `to_tsvector`.
 
 use std::collections::HashMap;
 
