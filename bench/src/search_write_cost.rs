@@ -127,15 +127,12 @@ async fn converse(
     let mut sessions = Vec::with_capacity(2);
     let mut providers = Vec::with_capacity(2);
     for (location, side) in locations.into_iter().zip(["indexed", "bare"]) {
-        // A session of its own on each side: PostgreSQL's leases are the server's, not a
-        // schema's.
-        let session_id = format!("{session_id}-{side}");
         let mut store = open_timeline(location, Access::ReadWrite).await?;
         if side == "bare" {
             store = without_index(store, location).await?;
         }
-        let fanout = durable::store_fanout(store, &session_id).await?;
-        sessions.push(Session::new(session_id.as_str(), fanout));
+        let fanout = durable::store_fanout(store, session_id).await?;
+        sessions.push(Session::new(session_id, fanout));
         providers.push(ScriptedProvider::new(Script {
             turns: (0..turns).map(reply).collect(),
             summary: None,

@@ -127,7 +127,6 @@ type Document = (String, String, String, String, i64, String);
 
 async fn documents_after_commits(location: &Location) -> Vec<Document> {
     let mut store = open_timeline(location, Access::ReadWrite).await.unwrap();
-    // PostgreSQL's leases are the server's, not a schema's: each test its own session.
     store.lease("search-docs-alike").await.unwrap();
     for commit in commits() {
         store.commit("search-docs-alike", &commit).await.unwrap();
