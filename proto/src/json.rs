@@ -1,11 +1,16 @@
 //! The canonical proto3 JSON mapping, one frame per line.
 //!
-//! Two things on top of the serde impls pbjson generates:
+//! Three things on top of the serde impls pbjson generates:
 //!
 //! * U+2028 and U+2029 are written as `\u2028` / `\u2029`. JSON allows them raw, but JavaScript's
 //!   readline (and other splitters) treat them as line ends and would cut a frame in two.
 //! * [`LineRef`] serializes an `RpcLine` from borrowed parts, byte for byte as the owned
 //!   `RpcLine` would, so a sink can write a ui event without cloning its payload.
+//! * What a reply streams, a delta's stored event and its patch's frame, is written without
+//!   serde ([`payload_to_string`], [`line_to_string`], [`write_line_ref`]), byte for byte as
+//!   serde would: a thousand sessions' replies at once are encoded on one thread.
+
+mod streamed;
 
 use std::io;
 
@@ -67,30 +72,96 @@ where
 /// Values whose JSON fits in this many bytes are encoded in one pass.
 const ONE_PASS_BYTES: usize = 64 * 1024;
 
-/// `value` as one line of canonical JSON, without the trailing newline.
+/// `value` as one line of canonical JSON, without the trailing newline, in a string of exactly
+/// its length.
+///
+/// It is written into this thread's scratch buffer and copied out once: one allocation of the
+/// right size. Written into a string grown as it goes, a frame of a streamed delta (about 330
+/// bytes) took three: a buffer, its regrowth, and the shared header `Bytes` adds to a vector
+/// with spare room when the frame goes to a subscriber.
 ///
 /// A bigger value (a long reply's text in a stored entity or snapshot) is measured first and
 /// encoded into a string of exactly its size: grown by doubling, its buffer would end up to
 /// twice the text, and the allocator keeps such pages for the life of the process.
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut scratch) => encode(&mut scratch, value),
+        // A value whose encoding encodes another (not one of reel's) gets a buffer of its own.
+        Err(_) => encode(&mut Vec::new(), value),
+    })
+}
+
+thread_local! {
+    /// Where [`to_string`] writes before it copies out; it keeps its room between calls (at
+    /// most [`ONE_PASS_BYTES`] and a line end).
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn encode<T: Serialize + ?Sized>(scratch: &mut Vec<u8>, value: &T) -> serde_json::Result<String> {
+    scratch.clear();
     let mut capped = Capped {
-        out: Vec::with_capacity(256),
+        out: scratch,
         overflowed: false,
     };
-    let mut out = match write_line(&mut capped, value) {
-        Ok(()) => capped.out,
+    let out = match write_line(&mut capped, value) {
+        Ok(()) => scratch[..scratch.len() - 1].to_vec(),
         Err(_) if capped.overflowed => {
             let mut counted = Counted(0);
             write_line(&mut counted, value)?;
             let mut out = Vec::with_capacity(counted.0);
             write_line(&mut out, value)?;
+            out.pop();
             out
         }
         Err(error) => return Err(error),
     };
-    out.pop();
     // Only valid UTF-8 is ever written by serde_json.
     Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
+}
+
+/// `line` as one line of canonical JSON, without the trailing newline: [`to_string`], with a
+/// streamed patch's line written directly (see `streamed`).
+pub fn line_to_string(line: &LineRef<'_>) -> serde_json::Result<String> {
+    directly_or_by_serde(line, streamed::write_line)
+}
+
+/// An event's payload as canonical JSON: [`to_string`], with a streamed delta written
+/// directly (see `streamed`).
+pub fn payload_to_string(payload: &Any) -> serde_json::Result<String> {
+    directly_or_by_serde(payload, streamed::write_payload)
+}
+
+/// `value` written by `direct` into the scratch buffer when it writes it, else by serde.
+fn directly_or_by_serde<T: Serialize + ?Sized>(
+    value: &T,
+    direct: impl FnOnce(&mut Vec<u8>, &T) -> Option<io::Result<()>>,
+) -> serde_json::Result<String> {
+    SCRATCH.with(|scratch| {
+        let Ok(mut scratch) = scratch.try_borrow_mut() else {
+            return encode(&mut Vec::new(), value);
+        };
+        scratch.clear();
+        let Some(written) = direct(&mut scratch, value) else {
+            return encode(&mut scratch, value);
+        };
+        written.map_err(serde_json::Error::io)?;
+        // Only valid UTF-8 is written: whole strings, escaped or not, and ASCII.
+        let encoded = String::from_utf8(scratch.to_vec()).expect("UTF-8 written");
+        // A delta of megabytes leaves no such buffer behind.
+        scratch.shrink_to(ONE_PASS_BYTES);
+        Ok(encoded)
+    })
+}
+
+/// Writes `line` as one line of canonical JSON (terminated by `\n`) to `out`:
+/// [`write_line`], with a streamed patch's line written directly (see `streamed`).
+pub fn write_line_ref<W: io::Write>(mut out: W, line: &LineRef<'_>) -> serde_json::Result<()> {
+    match streamed::write_line(&mut out, line) {
+        Some(written) => written
+            .and_then(|()| out.write_all(b"\n"))
+            .map_err(serde_json::Error::io),
+        None => write_line(out, line),
+    }
 }
 
 /// A buffer that refuses to grow past [`ONE_PASS_BYTES`].
@@ -99,12 +170,12 @@ pub fn to_string<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String>
 /// does: inlined, with the refusal out of line. Written plainly (the error built in `write`),
 /// a frame of a streamed delta took 570-600 ns to encode instead of 330 (about a sixth of
 /// `reel serve`'s worker in a burst of replies, whose frames and stored events all pass here).
-struct Capped {
-    out: Vec<u8>,
+struct Capped<'a> {
+    out: &'a mut Vec<u8>,
     overflowed: bool,
 }
 
-impl Capped {
+impl Capped<'_> {
     #[cold]
     #[inline(never)]
     fn overflow(&mut self) -> io::Error {
@@ -113,7 +184,7 @@ impl Capped {
     }
 }
 
-impl io::Write for Capped {
+impl io::Write for Capped<'_> {
     #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.write_all(buf).map(|()| buf.len())

@@ -193,8 +193,10 @@ fn a_big_value_is_encoded_once_at_its_exact_size() {
     );
     let back: Value = serde_json::from_str(&encoded).unwrap();
     assert_eq!(back["text"], Value::String(text));
-    // A small one takes the one pass and the same bytes.
+    // A small one takes the one pass and the same bytes, in a string of exactly its length
+    // (which becomes a frame's shared bytes without another allocation).
     let small = json::to_string(&patch()).unwrap();
+    assert_eq!(small.capacity(), small.len());
     assert_eq!(
         serde_json::from_str::<Value>(&small).unwrap()["text"],
         "Hello"

@@ -107,7 +107,7 @@ impl FrameChannel {
     /// whatever its frames. A frame of the log for a queue that holds [`LIVE_FRAMES`] is
     /// dropped (its subscriber reads it from the store); a request's own frame (its `done`, an
     /// error), which the store does not hold, always goes. A subscriber gone is forgotten.
-    pub(crate) fn send_all(&self, make: impl FnOnce() -> Vec<Frame>) {
+    pub(crate) fn send_all<F: IntoIterator<Item = Frame>>(&self, make: impl FnOnce() -> F) {
         let mut subscribers = self.subscribers();
         if subscribers.is_empty() {
             return;

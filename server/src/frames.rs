@@ -19,6 +19,7 @@ use reel_proto::{
     json,
     rpc::{PROTOCOL_VERSION, RpcLine, rpc_line},
 };
+use smallvec::SmallVec;
 
 use crate::{frame_channel::FrameChannel, idle::Activity};
 
@@ -109,46 +110,42 @@ impl Frame {
     }
 }
 
+/// The frames of one output: one for nearly every output (a delta's patch), so kept inline.
+pub type Frames = SmallVec<[Frame; 1]>;
+
 /// The frames `output` becomes (without backend events); a log event without any becomes a
-/// [marker](Frame::is_marker).
-pub fn frames_of(output: &Output) -> Vec<Frame> {
-    let mut lines = Vec::new();
-    let encoded = output.for_each_line(false, |line| {
-        lines.push(json::to_string(&line)?);
-        Ok::<_, serde_json::Error>(())
-    });
-    if let Err(error) = encoded {
-        tracing::error!("cannot encode a frame: {error}");
-        return Vec::new();
-    }
+/// [marker](Frame::is_marker). Encoded straight into the frames: a streamed delta's frame
+/// costs its JSON's one allocation and nothing else.
+pub fn frames_of(output: &Output) -> Frames {
     let ordinal = match &output.kind {
         OutputKind::Event(committed) => Some(committed.entry.ordinal),
         _ => None,
     };
-    if lines.is_empty()
-        && let Some(ordinal) = ordinal
-    {
-        return vec![Frame {
-            position: Some(Position::through(ordinal)),
-            json: Utf8Bytes::default(),
-        }];
-    }
-    let count = lines.len();
-    lines
-        .into_iter()
-        .enumerate()
-        .map(|(at, json)| Frame {
+    let mut frames = Frames::new();
+    let encoded = output.for_each_line(false, |line| {
+        frames.push(Frame {
             position: ordinal.map(|ordinal| Position {
                 ordinal,
-                index: if at + 1 == count {
-                    Position::LAST
-                } else {
-                    at as u32
-                },
+                index: frames.len() as u32,
             }),
-            json: json.into(),
-        })
-        .collect()
+            json: json::line_to_string(&line)?.into(),
+        });
+        Ok::<_, serde_json::Error>(())
+    });
+    if let Err(error) = encoded {
+        tracing::error!("cannot encode a frame: {error}");
+        return Frames::new();
+    }
+    match (frames.last_mut(), ordinal) {
+        // An event's last frame is "everything of that event".
+        (Some(last), Some(ordinal)) => last.position = Some(Position::through(ordinal)),
+        (None, Some(ordinal)) => frames.push(Frame {
+            position: Some(Position::through(ordinal)),
+            json: Utf8Bytes::default(),
+        }),
+        _ => {}
+    }
+    frames
 }
 
 /// The sink that hands a hosted session's frames to its subscribers, on the session's own task

@@ -99,7 +99,7 @@ pub(crate) fn encode(
 ) -> Result<(), SinkError> {
     output
         .for_each_line(include_backend_events, |line| {
-            json::write_line(&mut *out, &line)
+            json::write_line_ref(&mut *out, &line)
         })
         .map_err(|e| match e.is_io() {
             // A closed pipe or a full disk, as the writer said it.

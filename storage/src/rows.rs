@@ -11,7 +11,7 @@ pub fn db(error: sqlx::Error) -> StoreError {
 
 /// An event's payload as canonical protobuf JSON ("@type" first).
 pub fn event_json(entry: &LogEntry) -> Result<String, StoreError> {
-    json::to_string(&entry.event)
+    json::payload_to_string(&entry.event)
         .map_err(|e| StoreError::database(format!("cannot encode event {}", entry.ordinal), e))
 }
 

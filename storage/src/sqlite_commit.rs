@@ -15,6 +15,8 @@
 //! binds a script's values to its `?`s in order, while it looks a named parameter up in a list
 //! as long as the statement's parameters, for each of them (quadratic in a multi-row INSERT).
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use reel_engine::{
     Commit, DeadlineChanges, LogEntry, RunStatus, StoreError, approval_tally, run_tally,
@@ -210,16 +212,16 @@ fn script(session_id: &str, commit: &Commit, last: u64) -> Result<Script, StoreE
 fn insert_events(
     script: &mut Script,
     session_id: &str,
-    chunk: &[std::sync::Arc<LogEntry>],
+    chunk: &[Arc<LogEntry>],
 ) -> Result<(), StoreError> {
     let values = rows_of(chunk.len(), 5);
     script.push(&format!(
         "INSERT INTO events (session_id, ordinal, name, payload_json, created_at) VALUES {values}"
     ));
     for entry in chunk {
-        script.bind(session_id);
+        script.bind_shared(session_id);
         script.bind(to_i64(entry.ordinal));
-        script.bind(entry.name());
+        script.bind_shared(entry.name());
         script.bind(event_json(entry)?);
         script.bind(to_i64(entry.recorded_at_ms));
     }
@@ -237,9 +239,9 @@ fn upsert_entities(
     ));
     for entity in chunk {
         let row = EntityRow::of(entity)?;
-        script.bind(session_id);
+        script.bind_shared(session_id);
         script.bind(row.id);
-        script.bind(row.kind);
+        script.bind_shared(row.kind);
         script.bind(row.created_ordinal);
         script.bind(row.last_event_ordinal);
         script.bind(row.tombstone);
@@ -268,6 +270,9 @@ struct Script {
     sql: String,
     /// The first failure to bind a value stops the script before it is sent.
     args: Result<SqliteArguments, sqlx::error::BoxDynError>,
+    /// The texts every event row repeats (the session's id, the events' names), each bound as
+    /// one shared copy: sqlx copies a `&str` into a string of its own at every bind.
+    shared: Vec<Arc<str>>,
 }
 
 impl Default for Script {
@@ -275,6 +280,7 @@ impl Default for Script {
         Self {
             sql: String::new(),
             args: Ok(SqliteArguments::default()),
+            shared: Vec::new(),
         }
     }
 }
@@ -316,6 +322,19 @@ impl Script {
     fn push(&mut self, sql: &str) {
         self.sql.push_str(sql);
         self.sql.push_str(";\n");
+    }
+
+    /// Binds `text`, a text many rows repeat, as the script's one copy of it.
+    fn bind_shared(&mut self, text: &str) {
+        let copy = match self.shared.iter().find(|shared| ***shared == *text) {
+            Some(shared) => Arc::clone(shared),
+            None => {
+                let copy: Arc<str> = Arc::from(text);
+                self.shared.push(Arc::clone(&copy));
+                copy
+            }
+        };
+        self.bind(copy);
     }
 
     fn bind<'q, T: Encode<'q, Sqlite> + Type<Sqlite>>(&mut self, value: T) {
