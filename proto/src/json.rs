@@ -84,17 +84,33 @@ const ONE_PASS_BYTES: usize = 64 * 1024;
 /// encoded into a string of exactly its size: grown by doubling, its buffer would end up to
 /// twice the text, and the allocator keeps such pages for the life of the process.
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
-    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
-        Ok(mut scratch) => encode(&mut scratch, value),
-        // A value whose encoding encodes another (not one of reel's) gets a buffer of its own.
-        Err(_) => encode(&mut Vec::new(), value),
-    })
+    with_scratch(|scratch| encode(scratch, value))
 }
 
+/// The room a thread's scratch buffer keeps between values: a frame of a delta or a tool call
+/// fits; a bigger value (a snapshot) grows it for its own encoding only.
+const SCRATCH_KEPT: usize = 16 * 1024;
+
 thread_local! {
-    /// Where [`to_string`] writes before it copies out; it keeps its room between calls (at
-    /// most [`ONE_PASS_BYTES`] and a line end).
+    /// Where [`to_string`] writes before it copies out.
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `encode` with this thread's scratch buffer, and gives back what it grew past
+/// [`SCRATCH_KEPT`]. A value whose encoding encodes another (not one of reel's) gets a buffer
+/// of its own.
+fn with_scratch<R>(encode: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    SCRATCH.with(|scratch| {
+        let Ok(mut scratch) = scratch.try_borrow_mut() else {
+            return encode(&mut Vec::new());
+        };
+        let encoded = encode(&mut scratch);
+        if scratch.capacity() > SCRATCH_KEPT {
+            scratch.clear();
+            scratch.shrink_to(SCRATCH_KEPT);
+        }
+        encoded
+    })
 }
 
 fn encode<T: Serialize + ?Sized>(scratch: &mut Vec<u8>, value: &T) -> serde_json::Result<String> {
@@ -136,20 +152,14 @@ fn directly_or_by_serde<T: Serialize + ?Sized>(
     value: &T,
     direct: impl FnOnce(&mut Vec<u8>, &T) -> Option<io::Result<()>>,
 ) -> serde_json::Result<String> {
-    SCRATCH.with(|scratch| {
-        let Ok(mut scratch) = scratch.try_borrow_mut() else {
-            return encode(&mut Vec::new(), value);
-        };
+    with_scratch(|scratch| {
         scratch.clear();
-        let Some(written) = direct(&mut scratch, value) else {
-            return encode(&mut scratch, value);
+        let Some(written) = direct(scratch, value) else {
+            return encode(scratch, value);
         };
         written.map_err(serde_json::Error::io)?;
         // Only valid UTF-8 is written: whole strings, escaped or not, and ASCII.
-        let encoded = String::from_utf8(scratch.to_vec()).expect("UTF-8 written");
-        // A delta of megabytes leaves no such buffer behind.
-        scratch.shrink_to(ONE_PASS_BYTES);
-        Ok(encoded)
+        Ok(String::from_utf8(scratch.to_vec()).expect("UTF-8 written"))
     })
 }
 
@@ -315,5 +325,23 @@ impl<'a> LineRef<'a> {
             request_id: self.request_id.to_owned(),
             frame: Some(frame),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::ChatUserMessageAccepted;
+
+    #[test]
+    fn a_thread_keeps_little_of_its_scratch_after_a_big_value() {
+        let big: Any = ChatUserMessageAccepted {
+            text: "tok ".repeat(10_000),
+            ..Default::default()
+        }
+        .into();
+        assert!(to_string(&big).unwrap().len() > 40_000);
+        let kept = SCRATCH.with(|scratch| scratch.borrow().capacity());
+        assert!(kept <= SCRATCH_KEPT, "{kept} bytes kept");
     }
 }
