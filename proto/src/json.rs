@@ -179,7 +179,8 @@ pub fn write_line_ref<W: io::Write>(mut out: W, line: &LineRef<'_>) -> serde_jso
 /// serde_json writes a frame in dozens of small pieces, so each write must cost what a `Vec`'s
 /// does: inlined, with the refusal out of line. Written plainly (the error built in `write`),
 /// a frame of a streamed delta took 570-600 ns to encode instead of 330 (about a sixth of
-/// `reel serve`'s worker in a burst of replies, whose frames and stored events all pass here).
+/// `reel serve`'s worker in a burst of replies, before `streamed` took the deltas over; every
+/// other frame and stored event still passes here).
 struct Capped<'a> {
     out: &'a mut Vec<u8>,
     overflowed: bool,

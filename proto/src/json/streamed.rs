@@ -68,10 +68,8 @@ pub(super) fn write_line<W: Write>(out: &mut W, line: &LineRef<'_>) -> Option<io
         payload,
     } = ui;
     let payload = payload.as_ref()?;
-    // Checked before a byte is written: a patch this cannot write goes to serde whole.
-    if !writable(payload) {
-        return None;
-    }
+    // Known before a byte is written: a patch this cannot write goes to serde whole.
+    let patch = Patch::of(payload)?;
     Some((|| {
         let mut object = Object::open(&mut *out)?;
         object.number("version", u64::from(PROTOCOL_VERSION))?;
@@ -84,22 +82,18 @@ pub(super) fn write_line<W: Write>(out: &mut W, line: &LineRef<'_>) -> Option<io
         frame.key("payload")?;
         let mut fields = Object::open(&mut *frame.out)?;
         fields.string("@type", payload.type_url())?;
-        patch_fields(&mut fields, payload)?;
+        patch.write_fields(&mut fields)?;
         fields.close()?;
         frame.close()?;
         object.close()
     })())
 }
 
-/// Whether `payload` is a patch [`patch_fields`] writes.
-fn writable(payload: &Any) -> bool {
-    let (mode, correlated) = match payload {
-        Any::ChatTextPatch(p) => (p.mode, p.correlation.is_some()),
-        Any::ChatReasoningPatch(p) => (p.mode, p.correlation.is_some()),
-        Any::ChatToolArgumentsPatch(p) => (p.mode, p.correlation.is_some()),
-        _ => return false,
-    };
-    !correlated && ChatStreamPatchMode::try_from(mode).is_ok()
+/// A patch this writes.
+enum Patch<'a> {
+    Text(&'a ChatTextPatch),
+    Reasoning(&'a ChatReasoningPatch),
+    Arguments(&'a ChatToolArgumentsPatch),
 }
 
 /// The [`Prose`] of a text or reasoning patch, destructured whole (with its own `extra`
@@ -138,51 +132,64 @@ macro_rules! prose {
     }};
 }
 
-/// The patch's own fields, in pbjson's order, defaults left out.
-fn patch_fields<W: Write>(fields: &mut Object<'_, W>, payload: &Any) -> io::Result<()> {
-    match payload {
-        Any::ChatTextPatch(patch) => {
-            let (prose, ()) = prose!(&**patch, ChatTextPatch {});
-            prose.write(fields)
+impl<'a> Patch<'a> {
+    /// The patch `payload` is, when this writes it: one with no `correlation` and a mode in
+    /// the enum.
+    fn of(payload: &'a Any) -> Option<Self> {
+        let (patch, mode, correlated) = match payload {
+            Any::ChatTextPatch(p) => (Self::Text(p), p.mode, p.correlation.is_some()),
+            Any::ChatReasoningPatch(p) => (Self::Reasoning(p), p.mode, p.correlation.is_some()),
+            Any::ChatToolArgumentsPatch(p) => (Self::Arguments(p), p.mode, p.correlation.is_some()),
+            _ => return None,
+        };
+        (!correlated && ChatStreamPatchMode::try_from(mode).is_ok()).then_some(patch)
+    }
+
+    /// The patch's own fields, in pbjson's order, defaults left out.
+    fn write_fields<W: Write>(&self, fields: &mut Object<'_, W>) -> io::Result<()> {
+        match *self {
+            Self::Text(patch) => {
+                let (prose, ()) = prose!(patch, ChatTextPatch {});
+                prose.write(fields)
+            }
+            Self::Reasoning(patch) => {
+                let (prose, (parent_message_id, source)) = prose!(
+                    patch,
+                    ChatReasoningPatch {
+                        parent_message_id,
+                        source
+                    }
+                );
+                prose.write(fields)?;
+                fields.string("parentMessageId", parent_message_id)?;
+                fields.string("source", source)
+            }
+            Self::Arguments(patch) => {
+                let ChatToolArgumentsPatch {
+                    message_id,
+                    tool_call_id,
+                    tool_name,
+                    stream_id,
+                    sequence,
+                    offset,
+                    arguments,
+                    mode,
+                    status,
+                    r#final,
+                    correlation: _,
+                } = patch;
+                fields.string("messageId", message_id)?;
+                fields.string("toolCallId", tool_call_id)?;
+                fields.string("toolName", tool_name)?;
+                fields.string("streamId", stream_id)?;
+                fields.quoted_number("sequence", *sequence)?;
+                fields.quoted_number("offset", *offset)?;
+                fields.string("arguments", arguments)?;
+                fields.mode(*mode)?;
+                fields.string("status", status)?;
+                fields.boolean("final", *r#final)
+            }
         }
-        Any::ChatReasoningPatch(patch) => {
-            let (prose, (parent_message_id, source)) = prose!(
-                &**patch,
-                ChatReasoningPatch {
-                    parent_message_id,
-                    source
-                }
-            );
-            prose.write(fields)?;
-            fields.string("parentMessageId", parent_message_id)?;
-            fields.string("source", source)
-        }
-        Any::ChatToolArgumentsPatch(patch) => {
-            let ChatToolArgumentsPatch {
-                message_id,
-                tool_call_id,
-                tool_name,
-                stream_id,
-                sequence,
-                offset,
-                arguments,
-                mode,
-                status,
-                r#final,
-                correlation: _,
-            } = &**patch;
-            fields.string("messageId", message_id)?;
-            fields.string("toolCallId", tool_call_id)?;
-            fields.string("toolName", tool_name)?;
-            fields.string("streamId", stream_id)?;
-            fields.quoted_number("sequence", *sequence)?;
-            fields.quoted_number("offset", *offset)?;
-            fields.string("arguments", arguments)?;
-            fields.mode(*mode)?;
-            fields.string("status", status)?;
-            fields.boolean("final", *r#final)
-        }
-        _ => unreachable!("checked by writable"),
     }
 }
 
