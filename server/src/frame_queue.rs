@@ -76,6 +76,11 @@ impl FrameReceiver {
 }
 
 impl FrameReceiver {
+    /// How many frames are queued now.
+    pub fn queued(&self) -> usize {
+        self.rx.len()
+    }
+
     /// The next frame if one is queued now.
     pub fn try_recv(&mut self) -> Option<Arc<Frame>> {
         let (frame, cost) = self.rx.try_recv().ok()?;
