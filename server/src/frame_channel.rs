@@ -72,6 +72,27 @@ impl LiveFrames {
             None => Live::Closed,
         }
     }
+
+    /// What [`LiveFrames::recv`] would give now, if it would give it without waiting.
+    pub fn try_recv(&mut self) -> Option<Live> {
+        let missed = self.shared.missed_through.swap(0, Ordering::AcqRel);
+        if missed > 0 {
+            return Some(Live::Lagged(missed));
+        }
+        match self.rx.try_recv() {
+            Ok(frame) => {
+                self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+                Some(Live::Frame(frame))
+            }
+            Err(mpsc::error::TryRecvError::Empty) => None,
+            Err(mpsc::error::TryRecvError::Disconnected) => Some(Live::Closed),
+        }
+    }
+
+    /// How many frames are queued.
+    pub fn queued(&self) -> usize {
+        self.shared.queued.load(Ordering::Acquire)
+    }
 }
 
 impl FrameChannel {

@@ -29,8 +29,8 @@ use crate::{
     idle_queue::IdleQueue,
     metrics::{Census, Metrics},
     parked_writer::ParkedWriter,
+    shared_snapshot::SharedSnapshot,
     source::{SessionSource, SourceError},
-    subscription::SharedSnapshot,
 };
 
 /// The request id of the shutdown the server sends each session when it stops.

@@ -23,12 +23,12 @@ use crate::{
     api::{BODY_LIMIT, body_of, cursor_of, summary},
     error::{ApiError, ErrorBody},
     forward,
-    frame_queue::FrameReceiver,
     frames::Position,
     host::{Host, Hosted},
     params::Params,
     source::SourceError,
-    subscription, ws_forward,
+    subscription::{self, Subscription},
+    ws_forward,
 };
 
 /// A request taken: the frames answering it carry its id.
@@ -259,7 +259,7 @@ async fn subscribed(
     host: &Host,
     id: &str,
     cursor: Option<Position>,
-) -> Result<(Arc<Hosted>, FrameReceiver), SubscribeError> {
+) -> Result<(Arc<Hosted>, Subscription), SubscribeError> {
     let mut catalog = host.source().catalog().await?;
     summary(catalog.as_mut(), id).await?;
     loop {

@@ -15,7 +15,10 @@ use axum::{
 use bytes::BytesMut;
 use futures::StreamExt;
 
-use crate::{frame_queue::FrameReceiver, frames::Frame};
+use crate::{
+    frames::Frame,
+    subscription::{Subscription, next_frame},
+};
 
 /// How often an idle event stream gets a comment, so that proxies keep it open.
 const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -25,15 +28,15 @@ const HEARTBEAT: Duration = Duration::from_secs(15);
 const FRAMES_PER_CHUNK: usize = 64;
 
 /// The response streaming `frames` as Server-Sent Events.
-pub fn response(frames: FrameReceiver) -> Response {
-    let chunks = futures::stream::unfold(frames, |mut frames| async move {
-        let first = match frames.try_recv() {
-            Some(frame) => frame,
-            None => match tokio::time::timeout(HEARTBEAT, frames.recv()).await {
-                Err(_quiet) => return Some((vec![Bytes::from_static(b":\n\n")], frames)),
-                Ok(None) => return None,
-                Ok(Some(frame)) => frame,
-            },
+pub fn response(frames: Subscription) -> Response {
+    // One future waits for the next frame across heartbeats (see `next_frame`): boxed once,
+    // set anew after each frame.
+    let waiting = Box::pin(next_frame(frames));
+    let chunks = futures::stream::unfold(waiting, |mut waiting| async move {
+        let (mut frames, first) = match tokio::time::timeout(HEARTBEAT, waiting.as_mut()).await {
+            Err(_quiet) => return Some((vec![Bytes::from_static(b":\n\n")], waiting)),
+            Ok((_, None)) => return None,
+            Ok((frames, Some(frame))) => (frames, frame),
         };
         let mut body = Chunks::with_room_for(&first, frames.queued());
         body.push(&first);
@@ -43,7 +46,8 @@ pub fn response(frames: FrameReceiver) -> Response {
                 None => break,
             }
         }
-        Some((body.finish(), frames))
+        waiting.set(next_frame(frames));
+        Some((body.finish(), waiting))
     })
     .flat_map(futures::stream::iter)
     .map(Ok::<_, Infallible>);

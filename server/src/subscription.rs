@@ -1,26 +1,35 @@
 //! One subscriber of a session's frames: the frames after its cursor from the store, then the
-//! live ones, with no gap and no duplicate.
+//! live ones, with no gap and no duplicate, made as its connection asks for them.
+//!
+//! A subscription holds no task and no queue of its own. Its connection (an SSE body, a
+//! WebSocket) pulls the next frame, and the subscription takes it from the session's live
+//! queue ([`LiveFrames`]) or reads it from the store: a subscriber that keeps up costs the
+//! session one queue and one wake-up a burst of frames, and holds nothing between frames. A
+//! subscriber whose connection stops pulling lets that queue fill; the session never waits for
+//! it, drops the log's frames past the 1,024 its queue holds, and the subscriber reads them
+//! from the store once it pulls again.
 //!
 //! It subscribes to the live broadcast before it reads the store, so nothing emitted after it
 //! started can be missed; frames the store has already given are dropped by their position.
 //! Whenever a live frame skips ahead of what it has sent (frames emitted before it subscribed
-//! and committed since, or frames lost because it fell behind its queue), it reads the
-//! missing ones from the store first. A subscriber that cannot keep up therefore never slows
-//! the session: it reads from the store until it is current again.
+//! and committed since, or frames lost because it fell behind), it reads the missing ones from
+//! the store first.
+//!
+//! Every step records what it learnt in the subscription before it waits again, so a
+//! connection may drop a [`Subscription::recv`] at any await (a `select!`, a heartbeat's
+//! timeout) and lose nothing: a catch-up cut short goes on from what was sent.
 
-use std::{
-    sync::{Arc, Weak},
-    time::Duration,
-};
+use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use reel_engine::{ErrorCode, SessionCatalog, StoreError, StoredStream, hello_frame};
 use reel_proto::rpc::{ErrorFrame, rpc_line};
+use tokio::time::Instant;
 
 use crate::{
     frame_channel::{Live, LiveFrames},
-    frame_queue::{FrameReceiver, FrameSender, SUBSCRIBER_BYTES, frame_queue},
     frames::{Frame, Position, frames_of},
     host::Hosted,
+    shared_snapshot::snapshot_frames,
 };
 
 /// How long a subscriber waits for the store to hold events it saw live before it gives up
@@ -29,138 +38,6 @@ const STORE_WAIT: Duration = Duration::from_secs(30);
 
 /// How often a subscriber waiting for the store looks again.
 const STORE_POLL: Duration = Duration::from_millis(20);
-
-/// Starts streaming session `id`'s frames after `cursor` (with none: its whole timeline as one
-/// snapshot, then what follows), `live` being its broadcast. The receiver ends when the session unloads or the stream
-/// fails; a cursor past the session's end gets hello and a terminal error.
-pub async fn subscribe(
-    hosted: Arc<Hosted>,
-    live: LiveFrames,
-    mut catalog: Box<dyn SessionCatalog>,
-    id: &str,
-    cursor: Option<Position>,
-) -> Result<FrameReceiver, StoreError> {
-    // Every frame of an event up to here went out before this subscriber listened: it reads
-    // them from the store (waiting for their commit), the later ones come live.
-    let broadcast = hosted.last_ordinal();
-    let stored = stored_events(catalog.as_mut(), id).await?;
-    let last = stored.max(hosted.last_ordinal());
-    let (mut stream, rx) = Stream::new(id);
-    // The stream starts on its own task: its first frames may be more than its queue holds
-    // (a snapshot of megabytes), so they wait for the receiver this returns.
-    let task = async move {
-        let started = match cursor {
-            // Subscribers without a cursor share one encoding of the timeline.
-            None => {
-                // Boxed, as every catch-up is: a subscriber's task holds only what following
-                // live needs, not room for the store's reads (4.6 KB a subscriber unboxed).
-                let shared = Box::pin(hosted.snapshot.shared(catalog.as_mut(), &stream.id, stored));
-                match shared.await {
-                    Ok(snapshot) => {
-                        stream.start_with(&snapshot, stored).await;
-                        Ok(true)
-                    }
-                    Err(error) => Err(error),
-                }
-            }
-            Some(_) => Box::pin(stream.start(catalog.as_mut(), cursor, stored, last)).await,
-        };
-        match started {
-            Ok(true) => stream.follow(catalog, live, broadcast).await,
-            Ok(false) => {}
-            Err(error) => stream.fail(error).await,
-        }
-    };
-    tokio::spawn(task);
-    Ok(rx)
-}
-
-/// The frames of a hosted session's whole timeline as of one ordinal, encoded once for the
-/// subscribers that start from it: a session whose snapshot is megabytes is not copied per
-/// subscriber. Held weakly: it lives while a subscriber's queue holds it.
-#[derive(Default)]
-pub struct SharedSnapshot(tokio::sync::Mutex<(u64, Vec<Weak<Frame>>)>);
-
-impl SharedSnapshot {
-    /// The timeline's frames as of event `ordinal`: the ones still held, or new ones.
-    async fn shared(
-        &self,
-        catalog: &mut dyn SessionCatalog,
-        id: &str,
-        ordinal: u64,
-    ) -> Result<Vec<Arc<Frame>>, StoreError> {
-        let mut cached = self.0.lock().await;
-        let held: Option<Vec<Arc<Frame>>> = cached.1.iter().map(Weak::upgrade).collect();
-        if let Some(held) = held.filter(|held| cached.0 == ordinal && !held.is_empty()) {
-            return Ok(held);
-        }
-        let whole = StoredStream::open(catalog, id, ordinal, Some(ordinal)).await?;
-        let frames: Vec<Arc<Frame>> = frames_of(&whole.snapshot())
-            .into_iter()
-            .map(|frame| {
-                Arc::new(Frame {
-                    position: Some(Position::through(ordinal)),
-                    json: frame.json,
-                })
-            })
-            .collect();
-        *cached = (ordinal, frames.iter().map(Arc::downgrade).collect());
-        Ok(frames)
-    }
-}
-
-/// Starts streaming session `id`'s frames after `cursor` from the store alone, for a session
-/// another process writes (a node of a scale-out, a `run-command`): each commit is read once
-/// the store tells of it (PostgreSQL's LISTEN/NOTIFY; SQLite is looked at again every
-/// [`COMMIT_POLL`]). Frames of requests (their errors, closing snapshots and `done`) are not
-/// in the store: such a stream carries the log's frames only.
-pub async fn follow_store(
-    mut catalog: Box<dyn SessionCatalog>,
-    id: &str,
-    cursor: Option<Position>,
-) -> Result<FrameReceiver, StoreError> {
-    let stored = stored_events(catalog.as_mut(), id).await?;
-    let (mut stream, rx) = Stream::new(id);
-    tokio::spawn(async move {
-        match Box::pin(stream.start(catalog.as_mut(), cursor, stored, stored)).await {
-            Ok(true) => stream.follow_commits(catalog).await,
-            Ok(false) => {}
-            Err(error) => stream.fail(error).await,
-        }
-    });
-    Ok(rx)
-}
-
-/// Waits until the store holds session `id`'s events through `ordinal` (a frame sent live
-/// can be ahead of its commit), for [`STORE_WAIT`] at most.
-async fn stored_through(
-    catalog: &mut dyn SessionCatalog,
-    id: &str,
-    ordinal: u64,
-) -> Result<(), StoreError> {
-    let waited = tokio::time::Instant::now();
-    loop {
-        let stored = stored_events(catalog, id).await?;
-        if stored >= ordinal {
-            return Ok(());
-        }
-        if waited.elapsed() > STORE_WAIT {
-            return Err(StoreError::NotFound(format!(
-                "event {ordinal} of session {id} is not in the store after {} s (it holds {stored})",
-                STORE_WAIT.as_secs()
-            )));
-        }
-        tokio::time::sleep(STORE_POLL).await;
-    }
-}
-
-/// How many events the store holds of session `id`.
-async fn stored_events(catalog: &mut dyn SessionCatalog, id: &str) -> Result<u64, StoreError> {
-    Ok(catalog
-        .summary(id)
-        .await?
-        .map_or(0, |summary| summary.events))
-}
 
 /// Live frames after which a subscriber that has kept up lets its stored stream go: one that
 /// lags in bursts keeps its place in the store, one that keeps up does not hold a copy of the
@@ -171,158 +48,308 @@ const LET_GO_AFTER: usize = 4 * 1024;
 /// commits.
 const COMMIT_POLL: Duration = Duration::from_millis(100);
 
-/// What one subscriber has been sent.
-struct Stream {
+/// Session `id`'s frames after `cursor` (with none: its whole timeline as one snapshot, then
+/// what follows), `live` being its broadcast. It ends when the session unloads or the store
+/// fails; a cursor past the session's end gets hello and a terminal error.
+pub async fn subscribe(
+    hosted: Arc<Hosted>,
+    live: LiveFrames,
+    mut catalog: Box<dyn SessionCatalog>,
+    id: &str,
+    cursor: Option<Position>,
+) -> Result<Subscription, StoreError> {
+    // Every frame of an event up to here went out before this subscriber listened: it reads
+    // them from the store (waiting for their commit), the later ones come live.
+    let broadcast = hosted.last_ordinal();
+    let stored = stored_events(catalog.as_mut(), id).await?;
+    let last = stored.max(hosted.last_ordinal());
+    let source = Source::Live { hosted, live };
+    let start = Start::new(cursor, stored, last);
+    Ok(Subscription::new(
+        id,
+        catalog,
+        source,
+        start,
+        Some(broadcast),
+    ))
+}
+
+/// Session `id`'s frames after `cursor` from the store alone, for a session another process
+/// writes (a node of a scale-out, a `run-command`): each commit is read once the store tells
+/// of it (PostgreSQL's LISTEN/NOTIFY; SQLite is looked at again every [`COMMIT_POLL`]). Frames
+/// of requests (their errors, closing snapshots and `done`) are not in the store: such a
+/// stream carries the log's frames only.
+pub async fn follow_store(
+    mut catalog: Box<dyn SessionCatalog>,
+    id: &str,
+    cursor: Option<Position>,
+) -> Result<Subscription, StoreError> {
+    let stored = stored_events(catalog.as_mut(), id).await?;
+    let start = Start::new(cursor, stored, stored);
+    Ok(Subscription::new(id, catalog, Source::Store, start, None))
+}
+
+/// Where the frames after the store's come from.
+enum Source {
+    /// A session loaded here: its live frames.
+    Live {
+        /// Held for its shared snapshot, and so that the session's slot outlives the stream.
+        hosted: Arc<Hosted>,
+        live: LiveFrames,
+    },
+    /// A session another process writes: its store's commits, as they come.
+    Store,
+}
+
+/// What a subscription sends first.
+#[derive(Clone, Copy)]
+enum Start {
+    /// The whole timeline as of event `stored`, as one snapshot.
+    Snapshot { stored: u64 },
+    /// Nothing before `cursor`; a cursor past `last`, the session's newest event, is an error.
+    After { cursor: Position, last: u64 },
+}
+
+impl Start {
+    fn new(cursor: Option<Position>, stored: u64, last: u64) -> Self {
+        match cursor {
+            None => Self::Snapshot { stored },
+            Some(cursor) => Self::After { cursor, last },
+        }
+    }
+}
+
+/// A catch-up from the store that comes before any further live frame.
+struct CatchUp {
+    /// Through this ordinal, waiting for its commit; `None`: whatever the store holds.
+    through: Option<u64>,
+    /// When it first waited for the store (it waits [`STORE_WAIT`] at most).
+    since: Option<Instant>,
+}
+
+impl CatchUp {
+    fn through(through: Option<u64>) -> Self {
+        Self {
+            through,
+            since: None,
+        }
+    }
+}
+
+/// One subscriber's frames (see the module's doc).
+pub struct Subscription {
     id: String,
-    tx: FrameSender,
+    catalog: Box<dyn SessionCatalog>,
+    source: Source,
+    /// What to send first, until it has been.
+    start: Option<Start>,
     /// The position of the newest frame sent.
     sent: Position,
     /// The store's events, read as far as the last catch-up went: the next catch-up goes on
     /// from there. It holds the session's timeline, so a subscriber that has kept up for
     /// [`LET_GO_AFTER`] live frames lets it go (a later catch-up opens the store again).
-    /// Boxed: a subscriber that keeps up holds none, and its task is the smaller for it.
+    /// Boxed: a subscriber that keeps up holds none.
     stored: Option<Box<StoredStream>>,
     /// Live frames sent since the last catch-up.
     live_since_catch_up: usize,
+    /// Frames made and not yet taken: a snapshot, or one page of the store, at most.
+    ready: VecDeque<Arc<Frame>>,
+    /// A catch-up to finish before the next live frame.
+    due: Option<CatchUp>,
+    /// The live frame that made the catch-up due: it goes after it, unless the store gave it.
+    held: Option<Arc<Frame>>,
+    /// No frame comes after `ready`'s.
+    ended: bool,
 }
 
-impl Stream {
-    fn new(id: &str) -> (Self, FrameReceiver) {
-        let (tx, rx) = frame_queue(SUBSCRIBER_BYTES);
-        let stream = Stream {
+impl Subscription {
+    /// Starts with hello; `catch_up_through` is the ordinal the store must give (through the
+    /// live frames that went out before the subscriber listened), `None` following the store.
+    fn new(
+        id: &str,
+        catalog: Box<dyn SessionCatalog>,
+        source: Source,
+        start: Start,
+        catch_up_through: Option<u64>,
+    ) -> Self {
+        let mut subscription = Self {
             id: id.to_owned(),
-            tx,
+            catalog,
+            source,
+            start: Some(start),
             sent: Position::through(0),
             stored: None,
             live_since_catch_up: 0,
+            ready: VecDeque::new(),
+            due: Some(CatchUp::through(catch_up_through)),
+            held: None,
+            ended: false,
         };
-        (stream, rx)
+        subscription.push_line(rpc_line::Frame::Hello(hello_frame(&[])));
+        subscription
     }
 
-    /// Sends hello, then the whole timeline as of `stored` when there is no cursor; a cursor
-    /// past `last` gets a terminal error instead, and `false` (the stream ends there).
-    async fn start(
-        &mut self,
-        catalog: &mut dyn SessionCatalog,
-        cursor: Option<Position>,
-        stored: u64,
-        last: u64,
-    ) -> Result<bool, StoreError> {
-        self.send_line(rpc_line::Frame::Hello(hello_frame(&[])))
-            .await;
-        match cursor {
-            Some(cursor) if cursor.ordinal > last => {
+    /// The next frame; `None` once the stream has ended (the session unloaded, or the store
+    /// failed after saying so in a terminal error frame). Dropping the future loses no frame,
+    /// but a wait it had begun (a snapshot being read, the store waited for) begins again:
+    /// a connection that wakes for other things between frames waits with [`next_frame`].
+    pub async fn recv(&mut self) -> Option<Arc<Frame>> {
+        loop {
+            if let Some(frame) = self.try_recv() {
+                return Some(frame);
+            }
+            if self.ended {
+                return None;
+            }
+            if let Err(error) = self.step().await {
+                self.fail(error);
+            }
+        }
+    }
+
+    /// The next frame if one can be had without waiting.
+    pub fn try_recv(&mut self) -> Option<Arc<Frame>> {
+        loop {
+            if let Some(frame) = self.ready.pop_front() {
+                return Some(frame);
+            }
+            if self.ended || self.start.is_some() || self.due.is_some() {
+                return None;
+            }
+            let Source::Live { live, .. } = &mut self.source else {
+                return None;
+            };
+            let received = live.try_recv()?;
+            self.take_live(received);
+        }
+    }
+
+    /// How many frames are ready or queued live now.
+    pub fn queued(&self) -> usize {
+        let live = match &self.source {
+            Source::Live { live, .. } => live.queued(),
+            Source::Store => 0,
+        };
+        self.ready.len() + live
+    }
+
+    /// One step that waits: the start, a page of a catch-up that is due, or the next live
+    /// frame (the next commit, following the store).
+    async fn step(&mut self) -> Result<(), StoreError> {
+        if let Some(start) = self.start {
+            self.begin(start).await?;
+            self.start = None;
+            return Ok(());
+        }
+        if let Some(due) = &mut self.due {
+            let through = due.through;
+            let since = *due.since.get_or_insert_with(Instant::now);
+            if self.catch_up_page(through, since).await? {
+                self.caught_up();
+            }
+            return Ok(());
+        }
+        match &mut self.source {
+            Source::Live { live, .. } => {
+                let received = live.recv().await;
+                self.take_live(received);
+            }
+            Source::Store => {
+                self.catalog.wait_for_commits(&self.id, COMMIT_POLL).await?;
+                self.due = Some(CatchUp::through(None));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends what comes first. Nothing is sent before its reads are done, so that a start cut
+    /// short is begun again as if it had not been.
+    async fn begin(&mut self, start: Start) -> Result<(), StoreError> {
+        match start {
+            Start::After { cursor, last } if cursor.ordinal > last => {
                 let message = format!(
                     "the cursor {} is past session {}'s last event, {last}",
                     cursor.id(),
                     self.id
                 );
-                self.send_error(ErrorCode::CursorOutOfRange, message).await;
-                return Ok(false);
+                self.push_error(ErrorCode::CursorOutOfRange, message);
+                self.ended = true;
             }
-            Some(cursor) => self.sent = cursor,
-            None => {
-                let whole = StoredStream::open(catalog, &self.id, stored, Some(stored)).await?;
-                for frame in frames_of(&whole.snapshot()) {
-                    let frame = Frame {
-                        position: Some(Position::through(stored)),
-                        json: frame.json,
-                    };
-                    self.send(Arc::new(frame)).await;
-                }
+            Start::After { cursor, .. } => self.sent = cursor,
+            Start::Snapshot { stored } => {
+                let snapshot = match &self.source {
+                    // Subscribers without a cursor share one encoding of the timeline. Boxed,
+                    // as every read of the store is: a subscription holds only what following
+                    // live needs, not room for the store's reads.
+                    Source::Live { hosted, .. } => {
+                        let shared =
+                            hosted
+                                .snapshot
+                                .shared(self.catalog.as_mut(), &self.id, stored);
+                        Box::pin(shared).await?
+                    }
+                    Source::Store => {
+                        let whole = StoredStream::open(
+                            self.catalog.as_mut(),
+                            &self.id,
+                            stored,
+                            Some(stored),
+                        );
+                        snapshot_frames(&Box::pin(whole).await?, stored)
+                    }
+                };
+                self.ready.extend(snapshot);
                 self.sent = Position::through(stored);
             }
         }
-        Ok(true)
+        Ok(())
     }
 
-    /// Sends hello, then `snapshot`, the whole timeline as of event `ordinal`.
-    async fn start_with(&mut self, snapshot: &[Arc<Frame>], ordinal: u64) {
-        self.send_line(rpc_line::Frame::Hello(hello_frame(&[])))
-            .await;
-        for frame in snapshot {
-            self.send(Arc::clone(frame)).await;
-        }
-        self.sent = Position::through(ordinal);
-    }
-
-    /// Sends every commit of the store as it comes, until the client goes away.
-    async fn follow_commits(mut self, mut catalog: Box<dyn SessionCatalog>) {
-        loop {
-            if let Err(error) = Box::pin(self.catch_up(catalog.as_mut(), None)).await {
-                return self.fail(error).await;
-            }
-            if self.tx.is_closed() {
-                return;
-            }
-            tokio::select! {
-                heard = catalog.wait_for_commits(&self.id, COMMIT_POLL) => {
-                    if let Err(error) = heard {
-                        return self.fail(error).await;
-                    }
-                }
-                () = self.tx.closed() => return,
-            }
-        }
-    }
-
-    /// Sends what the store holds after the cursor, through `broadcast` at least (what went
-    /// out before it subscribed), then the live frames.
-    async fn follow(
-        mut self,
-        mut catalog: Box<dyn SessionCatalog>,
-        mut live: LiveFrames,
-        broadcast: u64,
-    ) {
-        if let Err(error) = Box::pin(self.catch_up(catalog.as_mut(), Some(broadcast))).await {
-            return self.fail(error).await;
-        }
-        loop {
-            // A client that went away while the session is quiet lets go of it at once (its
-            // receiver would keep the session from ever counting as idle).
-            let received = tokio::select! {
-                received = live.recv() => received,
-                () = self.tx.closed() => return,
-            };
-            let frame = match received {
-                Live::Frame(frame) => frame,
-                Live::Lagged(through) => {
-                    tracing::debug!(
-                        "a subscriber of {} missed frames through {through}",
-                        self.id
-                    );
-                    // Through the newest it missed, waiting for its commit: a frame of the
-                    // request queued after them (its `done`) must not pass them.
-                    match Box::pin(self.catch_up(catalog.as_mut(), Some(through))).await {
-                        Ok(()) => continue,
-                        Err(error) => return self.fail(error).await,
-                    }
-                }
-                // The session unloaded: its stream ends here; the client resumes later.
-                Live::Closed => return,
-            };
-            match frame.position {
-                Some(position) if position <= self.sent => continue,
+    /// A live frame, a gap or the end, as the live queue gave it.
+    fn take_live(&mut self, received: Live) {
+        match received {
+            Live::Frame(frame) => match frame.position {
+                Some(position) if position <= self.sent => {}
+                // Frames between are missing: the store gives them first (through the one
+                // before this frame's event, waiting for their commit), then this one.
                 Some(position) if !self.follows(position) => {
-                    let before = position.ordinal - 1;
-                    if let Err(error) =
-                        Box::pin(self.catch_up(catalog.as_mut(), Some(before))).await
-                    {
-                        return self.fail(error).await;
-                    }
-                    if position <= self.sent {
-                        continue;
-                    }
+                    self.due = Some(CatchUp::through(Some(position.ordinal - 1)));
+                    self.held = Some(frame);
                 }
-                _ => {}
+                _ => self.push_live(frame),
+            },
+            Live::Lagged(through) => {
+                tracing::debug!(
+                    "a subscriber of {} missed frames through {through}",
+                    self.id
+                );
+                // Through the newest it missed, waiting for its commit: a frame of the
+                // request queued after them (its `done`) must not pass them.
+                self.due = Some(CatchUp::through(Some(through)));
             }
-            if !self.send(frame).await {
-                return;
-            }
-            self.live_since_catch_up += 1;
-            if self.live_since_catch_up == LET_GO_AFTER {
-                self.stored = None;
-            }
+            // The session unloaded: its stream ends here; the client resumes later.
+            Live::Closed => self.ended = true,
+        }
+    }
+
+    /// Sends a live frame.
+    fn push_live(&mut self, frame: Arc<Frame>) {
+        self.push(frame);
+        self.live_since_catch_up += 1;
+        if self.live_since_catch_up == LET_GO_AFTER {
+            self.stored = None;
+        }
+    }
+
+    /// A catch-up is done: the live frame that was held for it goes now, unless the store gave
+    /// it.
+    fn caught_up(&mut self) {
+        self.due = None;
+        self.live_since_catch_up = 0;
+        if let Some(frame) = self.held.take()
+            && frame.position.is_none_or(|position| position > self.sent)
+        {
+            self.push_live(frame);
         }
     }
 
@@ -335,23 +362,27 @@ impl Stream {
         }
     }
 
-    /// Sends the stored frames after what was sent: to the store's end, or (`through`) up to
-    /// that ordinal, waiting for the store to commit it. The stored stream is opened once and
-    /// read on at each catch-up, so catching up costs the events it reads, not the session's
-    /// age.
-    async fn catch_up(
+    /// Reads the next page of a catch-up after what was sent: to the store's end, or
+    /// (`through`) up to that ordinal, waiting for the store to commit it (since `since`, for
+    /// [`STORE_WAIT`] at most). Returns whether the catch-up is done. The stored stream is
+    /// opened once and read on at each catch-up, so catching up costs the events it reads,
+    /// not the session's age.
+    async fn catch_up_page(
         &mut self,
-        catalog: &mut dyn SessionCatalog,
         through: Option<u64>,
-    ) -> Result<(), StoreError> {
-        self.live_since_catch_up = 0;
+        since: Instant,
+    ) -> Result<bool, StoreError> {
+        let caught_up = |sent: Position| through.is_none_or(|through| sent.ordinal >= through);
         // Nothing to read: no copy of the timeline is made for a subscriber that is current.
         if self.stored.is_none()
             && self.sent.index == Position::LAST
-            && through.is_some_and(|through| self.sent.ordinal >= through)
+            && through.is_some()
+            && caught_up(self.sent)
         {
-            return Ok(());
+            return Ok(true);
         }
+        // Taken while it reads: a read cut short leaves none, and the next opens it again at
+        // what was sent.
         let mut stored = match self.stored.take() {
             Some(stored) => stored,
             None => {
@@ -362,73 +393,114 @@ impl Stream {
                 };
                 // What was sent live can be ahead of the store: the stored stream starts once
                 // the store holds it.
-                stored_through(catalog, &self.id, from).await?;
-                Box::new(StoredStream::open(catalog, &self.id, from, None).await?)
+                stored_through(self.catalog.as_mut(), &self.id, from, since).await?;
+                let opened = StoredStream::open(self.catalog.as_mut(), &self.id, from, None);
+                Box::new(Box::pin(opened).await?)
             }
         };
-        let waited = tokio::time::Instant::now();
-        loop {
-            loop {
-                let page = stored.next_page(catalog).await?;
-                if page.is_empty() {
-                    break;
-                }
-                for output in &page {
-                    for frame in frames_of(output) {
-                        if frame.position.is_some_and(|p| p > self.sent)
-                            && !self.send(Arc::new(frame)).await
-                        {
-                            return Ok(());
-                        }
+        let page = Box::pin(stored.next_page(self.catalog.as_mut())).await?;
+        self.stored = Some(stored);
+        if !page.is_empty() {
+            for output in &page {
+                for frame in frames_of(output) {
+                    if frame.position.is_some_and(|position| position > self.sent) {
+                        self.push(Arc::new(frame));
                     }
                 }
             }
-            let caught_up = through.is_none_or(|through| self.sent.ordinal >= through);
-            if caught_up {
-                self.stored = Some(stored);
-                return Ok(());
-            }
-            if waited.elapsed() > STORE_WAIT {
-                return Err(StoreError::NotFound(format!(
-                    "event {} of session {} is not in the store after {} s",
-                    through.unwrap_or_default(),
-                    self.id,
-                    STORE_WAIT.as_secs()
-                )));
-            }
-            tokio::time::sleep(STORE_POLL).await;
+            return Ok(false);
         }
+        if caught_up(self.sent) {
+            return Ok(true);
+        }
+        if since.elapsed() > STORE_WAIT {
+            return Err(StoreError::NotFound(format!(
+                "event {} of session {} is not in the store after {} s",
+                through.unwrap_or_default(),
+                self.id,
+                STORE_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(STORE_POLL).await;
+        Ok(false)
     }
 
-    /// Queues `frame` (a marker only moves the position on); `false` when the client has gone.
-    async fn send(&mut self, frame: Arc<Frame>) -> bool {
+    /// Sends `frame` (a marker only moves the position on).
+    fn push(&mut self, frame: Arc<Frame>) {
         if let Some(position) = frame.position {
             self.sent = self.sent.max(position);
         }
-        frame.is_marker() || self.tx.send(frame).await.is_ok()
-    }
-
-    async fn send_line(&mut self, frame: rpc_line::Frame) -> bool {
-        match Frame::of_line(&self.id, "", frame) {
-            Some(frame) => self.send(Arc::new(frame)).await,
-            None => false,
+        if !frame.is_marker() {
+            self.ready.push_back(frame);
         }
     }
 
-    async fn send_error(&mut self, code: ErrorCode, message: String) {
+    fn push_line(&mut self, frame: rpc_line::Frame) {
+        if let Some(frame) = Frame::of_line(&self.id, "", frame) {
+            self.push(Arc::new(frame));
+        }
+    }
+
+    fn push_error(&mut self, code: ErrorCode, message: String) {
         let error = ErrorFrame {
             code: code.into(),
             message,
             terminal: true,
             ..Default::default()
         };
-        self.send_line(rpc_line::Frame::Error(error)).await;
+        self.push_line(rpc_line::Frame::Error(error));
     }
 
     /// Ends the stream with the store's failure; the client may resume from its cursor.
-    async fn fail(mut self, error: StoreError) {
+    fn fail(&mut self, error: StoreError) {
         tracing::warn!("a subscriber of {} stops: {error}", self.id);
         let message = format!("{error}; reconnect with the last event id to go on");
-        self.send_error(ErrorCode::StorageFailed, message).await;
+        self.push_error(ErrorCode::StorageFailed, message);
+        self.ended = true;
     }
 }
+
+/// Waits until the store holds session `id`'s events through `ordinal` (a frame sent live
+/// can be ahead of its commit), until [`STORE_WAIT`] after `since` at most.
+async fn stored_through(
+    catalog: &mut dyn SessionCatalog,
+    id: &str,
+    ordinal: u64,
+    since: Instant,
+) -> Result<(), StoreError> {
+    loop {
+        let stored = stored_events(catalog, id).await?;
+        if stored >= ordinal {
+            return Ok(());
+        }
+        if since.elapsed() > STORE_WAIT {
+            return Err(StoreError::NotFound(format!(
+                "event {ordinal} of session {id} is not in the store after {} s (it holds {stored})",
+                STORE_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(STORE_POLL).await;
+    }
+}
+
+/// The next frame of `subscription`, which the future owns meanwhile and hands back. A
+/// connection keeps this one future across its heartbeats and other wake-ups (boxed once, set
+/// anew for each frame), so that a long wait is never cut short and begun again: a snapshot of
+/// megabytes is read once, and a store that does not commit fails the stream after
+/// [`STORE_WAIT`], whatever the heartbeat.
+pub async fn next_frame(mut subscription: Subscription) -> (Subscription, Option<Arc<Frame>>) {
+    let frame = subscription.recv().await;
+    (subscription, frame)
+}
+
+/// How many events the store holds of session `id`.
+async fn stored_events(catalog: &mut dyn SessionCatalog, id: &str) -> Result<u64, StoreError> {
+    Ok(catalog
+        .summary(id)
+        .await?
+        .map_or(0, |summary| summary.events))
+}
+
+#[cfg(test)]
+#[path = "subscription_tests.rs"]
+mod tests;

@@ -13,7 +13,11 @@
 
 use std::{sync::Arc, time::Duration};
 
-use crate::{frame_queue::FrameReceiver, frames::Frame, host::Hosted};
+use crate::{
+    frames::Frame,
+    host::Hosted,
+    subscription::{Subscription, next_frame},
+};
 use axum::extract::ws::{Message, WebSocket};
 use futures::{SinkExt, StreamExt};
 use reel_engine::{DoneStatus, ErrorCode, Incoming, ParsedLine, parse_line};
@@ -27,11 +31,14 @@ const SILENCE: Duration = Duration::from_secs(45);
 
 /// Carries requests from `socket` to the session and the session's `frames` back, until
 /// either side ends.
-pub async fn talk(socket: WebSocket, hosted: Arc<Hosted>, mut frames: FrameReceiver, id: String) {
+pub async fn talk(socket: WebSocket, hosted: Arc<Hosted>, frames: Subscription, id: String) {
     let (mut outgoing, mut incoming) = socket.split();
     let mut heartbeat =
         tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
     let mut heard = tokio::time::Instant::now();
+    // One future waits for the next frame while requests and pings come and go (see
+    // `next_frame`): boxed once, set anew after each frame.
+    let mut waiting = Box::pin(next_frame(frames));
     loop {
         tokio::select! {
             _ = heartbeat.tick() => {
@@ -43,8 +50,9 @@ pub async fn talk(socket: WebSocket, hosted: Arc<Hosted>, mut frames: FrameRecei
                     return;
                 }
             }
-            frame = frames.recv() => {
+            (frames, frame) = waiting.as_mut() => {
                 let Some(frame) = frame else { break };
+                waiting.set(next_frame(frames));
                 if outgoing.send(Message::Text(frame.json.clone())).await.is_err() {
                     return;
                 }
