@@ -4,7 +4,7 @@
 //! A subscription holds no task and no queue of its own. Its connection (an SSE body, a
 //! WebSocket) pulls the next frame, and the subscription takes it from the session's live
 //! queue ([`LiveFrames`]) or reads it from the store: a subscriber that keeps up costs the
-//! session one queue and one wake-up a burst of frames, and holds nothing between frames. A
+//! session one queue and one wake-up a burst of frames, and copies no frame of its own. A
 //! subscriber whose connection stops pulling lets that queue fill; the session never waits for
 //! it, drops the log's frames past the 1,024 its queue holds, and the subscriber reads them
 //! from the store once it pulls again.
@@ -16,8 +16,8 @@
 //! the store first.
 //!
 //! Every step records what it learnt in the subscription before it waits again, so a
-//! connection may drop a [`Subscription::recv`] at any await (a `select!`, a heartbeat's
-//! timeout) and lose nothing: a catch-up cut short goes on from what was sent.
+//! [`Subscription::recv`] dropped at any await loses no frame: a catch-up cut short goes on
+//! from what was sent. Connections wait with [`next_frame`], which is never cut short.
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
