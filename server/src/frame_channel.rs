@@ -59,33 +59,35 @@ pub struct LiveFrames {
 impl LiveFrames {
     /// The next frame, or that some were missed, or that the session ended.
     pub async fn recv(&mut self) -> Live {
-        // Before the queue: the frames queued after a gap come after what the store gives.
-        let missed = self.shared.missed_through.swap(0, Ordering::AcqRel);
-        if missed > 0 {
-            return Live::Lagged(missed);
+        if let Some(live) = self.try_recv() {
+            return live;
         }
-        match self.rx.recv().await {
-            Some(frame) => {
-                self.shared.queued.fetch_sub(1, Ordering::AcqRel);
-                Live::Frame(frame)
-            }
-            None => Live::Closed,
-        }
+        let frame = self.rx.recv().await;
+        self.taken(frame)
     }
 
     /// What [`LiveFrames::recv`] would give now, if it would give it without waiting.
     pub fn try_recv(&mut self) -> Option<Live> {
+        // Before the queue: the frames queued after a gap come after what the store gives.
         let missed = self.shared.missed_through.swap(0, Ordering::AcqRel);
         if missed > 0 {
             return Some(Live::Lagged(missed));
         }
         match self.rx.try_recv() {
-            Ok(frame) => {
-                self.shared.queued.fetch_sub(1, Ordering::AcqRel);
-                Some(Live::Frame(frame))
-            }
+            Ok(frame) => Some(self.taken(Some(frame))),
             Err(mpsc::error::TryRecvError::Empty) => None,
             Err(mpsc::error::TryRecvError::Disconnected) => Some(Live::Closed),
+        }
+    }
+
+    /// What the queue gave, `None` once the session has ended, counted out of the queue.
+    fn taken(&self, frame: Option<Arc<Frame>>) -> Live {
+        match frame {
+            Some(frame) => {
+                self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+                Live::Frame(frame)
+            }
+            None => Live::Closed,
         }
     }
 

@@ -44,6 +44,9 @@ const STORE_POLL: Duration = Duration::from_millis(20);
 /// session's timeline.
 const LET_GO_AFTER: usize = 4 * 1024;
 
+/// Frames' room kept in a subscription's ready queue once it has been emptied.
+const READY_KEPT: usize = 16;
+
 /// How often a stream of a session written elsewhere looks at a store that cannot tell it of
 /// commits.
 const COMMIT_POLL: Duration = Duration::from_millis(100);
@@ -211,6 +214,11 @@ impl Subscription {
     pub fn try_recv(&mut self) -> Option<Arc<Frame>> {
         loop {
             if let Some(frame) = self.ready.pop_front() {
+                // The room a snapshot or a page of the store took is not kept for live frames,
+                // which pass one at a time.
+                if self.ready.is_empty() && self.ready.capacity() > READY_KEPT {
+                    self.ready = VecDeque::new();
+                }
                 return Some(frame);
             }
             if self.ended || self.start.is_some() || self.due.is_some() {
