@@ -36,7 +36,6 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: reel_allocator::Allocator = reel_allocator::Allocator;
 
 fn main() -> ExitCode {
-    reel_allocator::return_freed_memory_at_once();
     // reel runs itself as the guard of each command tool (see reel_command_tools::run_tool_guard):
     // that process does nothing else, so it is dispatched before anything is set up.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -44,6 +43,7 @@ fn main() -> ExitCode {
         let code = reel_command_tools::run_tool_guard(&args[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
+    let purging = reel_allocator::return_freed_memory_soon();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -54,6 +54,11 @@ fn main() -> ExitCode {
         .without_time()
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    if let Err(error) = purging {
+        tracing::warn!(
+            "no thread to give freed memory back to the system ({error}): it goes back at later frees"
+        );
+    }
 
     let parsed = cli::parse();
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
