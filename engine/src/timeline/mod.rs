@@ -47,8 +47,9 @@ pub const KIND_TOOL_RESULT: &str = "ChatToolResult";
 pub struct TimelineProjection {
     /// Entities in creation order (which is ordinal order).
     entities: Vec<SnapshotEntity>,
-    /// Entity id -> position in `entities`.
-    index: HashMap<String, usize>,
+    /// Entity id -> position in `entities`, looked up at every streamed delta: hashed with
+    /// foldhash (seeded per process), which costs less than the standard SipHash.
+    index: HashMap<String, usize, foldhash::fast::RandomState>,
     /// The entities by when they last changed (see [`changes`]).
     #[serde(skip)]
     changes: ChangeIndex,

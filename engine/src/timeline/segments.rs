@@ -168,14 +168,20 @@ impl TimelineProjection {
         stream.sequence += 1;
         let (sequence, offset) = (stream.sequence, stream.chars);
         stream.chars += text.chars().count() as u64;
-        let mut role = String::new();
-        let mut parent = String::new();
-        if let Some(Any::ChatMessageEntity(message)) = self.entity_mut(id, out.ordinal) {
-            message.text.push_str(text);
-            role.clone_from(&message.role);
-            parent.clone_from(&message.parent_message_id);
-        }
-        if !out.wanted {
+        let wanted = out.wanted;
+        let (role, parent) = match self.entity_mut(id, out.ordinal) {
+            Some(Any::ChatMessageEntity(message)) => {
+                message.text.push_str(text);
+                // Copied only for the patch: a fold that makes no ui events needs neither.
+                if wanted {
+                    (message.role.clone(), message.parent_message_id.clone())
+                } else {
+                    Default::default()
+                }
+            }
+            _ => Default::default(),
+        };
+        if !wanted {
             return;
         }
         let mode = ChatStreamPatchMode::Append as i32;
