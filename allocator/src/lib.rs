@@ -102,8 +102,9 @@ pub fn return_freed_memory_soon() -> std::io::Result<()> {
         .map(drop)
 }
 
-/// The purging thread's loop: each look is cheap when nothing is due (a clock read and a
-/// compare), and the thread allocates nothing.
+/// The purging thread's loop: a look took about 55 µs of CPU when nothing was due (0.11 ms a
+/// second in an idle `reel serve`, measured with its `schedstat`), and the thread allocates
+/// nothing.
 #[allow(unsafe_code)]
 fn purge_forever() {
     loop {

@@ -8,7 +8,7 @@
 //!
 //! A streamed reply changes one entity at every delta: the entity changed last is kept beside
 //! the ordered set, not in it, so that each of those changes is two integer writes instead of a
-//! removal from and an insertion into the set (a tenth of what the session's fold of a delta
+//! removal from and an insertion into the set (a fifth of what the session's fold of a delta
 //! cost).
 
 use std::collections::BTreeSet;
