@@ -214,10 +214,11 @@ fn insert_events(
     session_id: &str,
     chunk: &[Arc<LogEntry>],
 ) -> Result<(), StoreError> {
-    let values = rows_of(chunk.len(), 5);
-    script.push(&format!(
-        "INSERT INTO events (session_id, ordinal, name, payload_json, created_at) VALUES {values}"
-    ));
+    script.push_rows(
+        "INSERT INTO events (session_id, ordinal, name, payload_json, created_at) VALUES ",
+        (chunk.len(), 5),
+        "",
+    );
     for entry in chunk {
         script.bind_shared(session_id);
         script.bind(to_i64(entry.ordinal));
@@ -233,10 +234,8 @@ fn upsert_entities(
     session_id: &str,
     chunk: &[SnapshotEntity],
 ) -> Result<(), StoreError> {
-    let values = rows_of(chunk.len(), 7);
-    script.push(&format!(
-        "INSERT INTO {ENTITY_COLUMNS} VALUES {values} {ENTITY_UPSERT}"
-    ));
+    let head = format!("INSERT INTO {ENTITY_COLUMNS} VALUES ");
+    script.push_rows(&head, (chunk.len(), 7), &format!(" {ENTITY_UPSERT}"));
     for entity in chunk {
         let row = EntityRow::of(entity)?;
         script.bind_shared(session_id);
@@ -248,12 +247,6 @@ fn upsert_entities(
         script.bind(row.payload_json);
     }
     Ok(())
-}
-
-/// `rows` rows of `columns` placeholders each: `(?, ?), (?, ?)`.
-fn rows_of(rows: usize, columns: usize) -> String {
-    let row = format!("({})", vec!["?"; columns].join(", "));
-    vec![row; rows].join(", ")
 }
 
 /// A value of one of the shared statements.
@@ -324,6 +317,21 @@ impl Script {
         self.sql.push_str(";\n");
     }
 
+    /// Adds a statement of `rows` rows of `columns` placeholders each (`(?, ?), (?, ?)`)
+    /// between `head` and `tail`, written straight into the script: a commit of a streamed
+    /// reply has hundreds of rows.
+    fn push_rows(&mut self, head: &str, (rows, columns): (usize, usize), tail: &str) {
+        self.sql.push_str(head);
+        for row in 0..rows {
+            self.sql.push_str(if row == 0 { "(?" } else { ", (?" });
+            for _ in 1..columns {
+                self.sql.push_str(", ?");
+            }
+            self.sql.push(')');
+        }
+        self.push(tail);
+    }
+
     /// Binds `text`, a text many rows repeat, as the script's one copy of it.
     fn bind_shared(&mut self, text: &str) {
         let copy = match self.shared.iter().find(|shared| ***shared == *text) {
@@ -361,7 +369,12 @@ mod tests {
             "SELECT ?, ?;\nUPDATE t SET a = ? WHERE b = ? AND c = ?;\n"
         );
         assert_eq!(script.args.as_ref().unwrap().len(), 5);
-        assert_eq!(rows_of(2, 2), "(?, ?), (?, ?)");
+        script.push_rows("INSERT INTO t VALUES ", (2, 2), " ON CONFLICT DO NOTHING");
+        assert!(
+            script
+                .sql
+                .ends_with("INSERT INTO t VALUES (?, ?), (?, ?) ON CONFLICT DO NOTHING;\n")
+        );
         script.statement("SELECT $3", &[Value::Int(1)]);
         assert!(script.args.is_err(), "a parameter without a value");
     }
