@@ -48,7 +48,7 @@ pub struct TimelineProjection {
     /// Entities in creation order (which is ordinal order).
     entities: Vec<SnapshotEntity>,
     /// Entity id -> position in `entities`, looked up at every streamed delta: hashed with
-    /// foldhash (seeded per process), which costs less than the standard SipHash.
+    /// foldhash (randomly seeded), which costs less than the standard SipHash.
     index: HashMap<String, usize, foldhash::fast::RandomState>,
     /// The entities by when they last changed (see [`changes`]).
     #[serde(skip)]
